@@ -1,0 +1,1 @@
+"""fgrad's core: dtypes, the jaxpr IR, primitives and their rules, traces, Tensor, pytrees."""

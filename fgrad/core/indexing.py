@@ -1,0 +1,174 @@
+"""NumPy-style `__getitem__` and `x.at[index]` updates, built from slice/rev/reshape/gather.
+
+Basic indices (ints, slices with any step, None, ...) become views; integer arrays become one
+gather on the flattened indexed axes (NumPy's advanced indexing, including its rule that
+separated advanced indices move to the front). Bool masks work eagerly only.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from fgrad.core import prims as P
+from fgrad.core.dtypes import dtypes
+
+
+def _is_int(x: Any) -> bool:
+    return isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_))
+
+
+def _normalize(tensor: Any, index: Any) -> list[Any]:
+    from fgrad.core.tensor import Tensor
+    items = list(index) if isinstance(index, tuple) else [index]
+    out = []
+    for it in items:
+        if isinstance(it, (list, np.ndarray)) or (isinstance(it, Tensor) and it.ndim > 0) or (
+                isinstance(it, Tensor) and not it.dtype.is_int):
+            it = it if isinstance(it, Tensor) else Tensor(np.asarray(it))
+            if it.dtype == dtypes.bool:
+                out.extend(_mask_to_indices(it))
+                continue
+            if not it.dtype.is_int:
+                raise IndexError(f"tensors used as indices must be integer or bool, "
+                                 f"got {it.dtype.name}")
+        elif isinstance(it, Tensor):
+            it = it if not _concrete_ok(it) else int(it.item())
+        elif isinstance(it, (bool, np.bool_)):
+            raise IndexError("a Python bool is not a valid index; use a bool Tensor mask")
+        elif not (_is_int(it) or it is None or it is Ellipsis or isinstance(it, slice)):
+            raise IndexError(f"invalid index {it!r} of type {type(it).__name__}")
+        out.append(it)
+    if sum(it is Ellipsis for it in out) > 1:
+        raise IndexError("an index can only have a single ellipsis ('...')")
+    used = sum(1 for it in out if it is not None and it is not Ellipsis)
+    if used > tensor.ndim:
+        raise IndexError(f"too many indices for a Tensor of shape {tensor.shape}: {used} given")
+    if Ellipsis in [it if it is Ellipsis else None for it in out]:
+        pos = next(i for i, it in enumerate(out) if it is Ellipsis)
+        out[pos:pos + 1] = [slice(None)] * (tensor.ndim - used)
+    else:
+        out += [slice(None)] * (tensor.ndim - used)
+    return out
+
+
+def _concrete_ok(t: Any) -> bool:
+    from fgrad.core.tensor import Tracer
+    return not isinstance(t, Tracer)
+
+
+def _mask_to_indices(mask: Any) -> list[Any]:
+    from fgrad.core.tensor import Tensor, Tracer
+    if isinstance(mask, Tracer):
+        raise IndexError("boolean mask indexing has a data-dependent shape and cannot be "
+                         "traced; use Tensor.where(mask, x, 0) or masked_select(..., size=)")
+    return [Tensor(i.astype(np.int32)) for i in np.nonzero(mask.numpy())]
+
+
+def getitem(x: Any, index: Any) -> Any:
+    """`x[index]` with NumPy semantics."""
+    items = _normalize(x, index)
+    y, advanced, axis = x, [], 0
+    kept_axes: list[int] = []
+    for it in items:
+        if it is None:
+            y = P.reshape(y, y.shape[:axis] + (1,) + y.shape[axis:])
+            axis += 1
+        elif isinstance(it, slice):
+            y = _slice_axis(y, axis, it)
+            axis += 1
+        elif _is_int(it):
+            n = y.shape[axis]
+            if not -n <= it < n:
+                raise IndexError(f"index {it} is out of bounds for axis {len(kept_axes)} with "
+                                 f"size {n}")
+            y = P.slice_(y, _at(y, axis, 0, it % n), _at(y, axis, y.shape[axis], it % n + 1))
+            y = P.reshape(y, y.shape[:axis] + y.shape[axis + 1:])
+        else:
+            advanced.append((axis, it))
+            axis += 1
+    return _advanced(y, advanced) if advanced else y
+
+
+def _at(y: Any, axis: int, default: int, value: int) -> tuple[int, ...]:
+    """Per-axis bounds: `value` at `axis`, 0 (start) or the full size (limit) elsewhere."""
+    if default == 0:
+        return tuple(value if i == axis else 0 for i in range(y.ndim))
+    return tuple(value if i == axis else d for i, d in enumerate(y.shape))
+
+
+def _slice_axis(y: Any, axis: int, s: slice) -> Any:
+    n = y.shape[axis]
+    start, stop, step = s.indices(n)
+    if step > 0:
+        stop = max(stop, start)
+        start_t = tuple(start if i == axis else 0 for i in range(y.ndim))
+        limit_t = tuple(stop if i == axis else d for i, d in enumerate(y.shape))
+        strides = tuple(step if i == axis else 1 for i in range(y.ndim))
+        return P.slice_(y, start_t, limit_t, strides)
+    count = len(range(start, stop, step))
+    if count == 0:
+        return P.slice_(y, (0,) * y.ndim, tuple(0 if i == axis else d
+                                                 for i, d in enumerate(y.shape)))
+    flipped = P.rev(y, (axis,))
+    first = n - 1 - start
+    return _slice_axis(flipped, axis, slice(first, first + (count - 1) * (-step) + 1, -step))
+
+
+def _checked_index(idx: Any, n: int, axis: int) -> Any:
+    from fgrad.core.tensor import Tracer
+    if not isinstance(idx, Tracer):
+        arr = idx.numpy()
+        if arr.size and (arr.min() < -n or arr.max() >= n):
+            bad = arr[(arr < -n) | (arr >= n)].reshape(-1)[0]
+            raise IndexError(f"index {bad} is out of bounds for axis {axis} with size {n}")
+    return (idx >= 0).where(idx, idx + n) if not idx.dtype.is_unsigned else idx
+
+
+def _advanced(y: Any, advanced: list[tuple[int, Any]]) -> Any:
+    """Gather for integer-array indices on axes `advanced` (NumPy placement rules)."""
+    from fgrad.core.tensor_math import broadcast_shapes, broadcast_to
+    axes = [a for a, _ in advanced]
+    idx_shape = broadcast_shapes("index", *[i.shape for _, i in advanced])
+    others = [i for i in range(y.ndim) if i not in axes]
+    moved = P.transpose(y, tuple(axes) + tuple(others))
+    sizes = [y.shape[a] for a in axes]
+    flat = P.reshape(moved, (int(np.prod(sizes)),) + tuple(y.shape[i] for i in others))
+    linear = None
+    for (a, idx), stride_pos in zip(advanced, range(len(advanced))):
+        stride = int(np.prod(sizes[stride_pos + 1:]))
+        part = broadcast_to(_checked_index(idx, y.shape[a], a).cast(dtypes.int32), idx_shape)
+        part = part * stride if stride != 1 else part
+        linear = part if linear is None else linear + part
+    out = P.gather(flat, linear)
+    adjacent = axes == list(range(axes[0], axes[0] + len(axes)))
+    if not adjacent or axes[0] == 0:
+        return out
+    k = len(idx_shape)
+    rest = list(range(k, out.ndim))
+    order = rest[:axes[0]] + list(range(k)) + rest[axes[0]:]
+    return P.transpose(out, tuple(order))
+
+
+def index_update(x: Any, index: Any, value: Any, mode: str) -> Any:
+    """`x.at[index].<mode>(value)`: scatter into the flat positions that `x[index]` reads."""
+    from fgrad.core.tensor import Tensor, as_tensor
+    from fgrad.core.tensor_math import broadcast_to
+    positions = getitem(_flat_positions(x), index)
+    value = as_tensor(value) if isinstance(value, Tensor) else Tensor(value, dtype=x.dtype)
+    value = broadcast_to(value.cast(x.dtype), positions.shape)
+    flat = P.reshape(x, (x.numel(),))
+    updated = P.scatter(flat, P.reshape(positions, (positions.numel(),)),
+                        P.reshape(value, (value.numel(),)), mode)
+    return P.reshape(updated, x.shape)
+
+
+def _flat_positions(x: Any) -> Any:
+    """An int32 Tensor holding each element's row-major position."""
+    total = None
+    stride = 1
+    for axis in reversed(range(x.ndim)):
+        part = P.iota(dtypes.int32, x.shape, axis) * stride if x.shape else None
+        total = part if total is None else total + part
+        stride *= x.shape[axis]
+    return total if total is not None else P.iota(dtypes.int32, (1,), 0).reshape(())

@@ -1,0 +1,150 @@
+"""iota (index ramps) and dot_general (batched contraction, the matmul primitive)."""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from fgrad.core.dtypes import DType, dtypes
+from fgrad.core.ir import ShapedArray
+from fgrad.core.primitive import Primitive
+from fgrad.core.prims._util import fmt_shape, instantiate, is_undefined, move_bdim
+
+iota_p = Primitive("iota")
+
+
+def _iota_abstract(*, dtype: DType, shape: tuple[int, ...], dimension: int) -> ShapedArray:
+    if not 0 <= dimension < len(shape):
+        raise ValueError(f"iota: dimension {dimension} out of range for shape {shape}")
+    return ShapedArray(tuple(shape), dtype)
+
+
+def _iota_impl(*, dtype: DType, shape: tuple[int, ...], dimension: int) -> np.ndarray:
+    ramp = np.arange(shape[dimension], dtype=dtype.np)
+    view = [1] * len(shape)
+    view[dimension] = shape[dimension]
+    return np.broadcast_to(ramp.reshape(view), shape)
+
+
+iota_p.abstract_eval = _iota_abstract
+iota_p.impl = _iota_impl
+iota_p.jvp = lambda primals, tangents, **params: (iota_p.bind(**params), None)
+iota_p.batch = lambda args, dims, **params: (iota_p.bind(**params), None)
+
+
+def iota(dtype: DType, shape: Sequence[int], dimension: int = 0) -> Any:
+    """A Tensor whose entries count 0, 1, 2, ... along `dimension`."""
+    return iota_p.bind(dtype=dtype, shape=tuple(int(d) for d in shape), dimension=int(dimension))
+
+
+# ---------------------------------------------------------------------------- dot_general
+
+dot_general_p = Primitive("dot_general", linear=True)
+DimNums = tuple[tuple[tuple[int, ...], tuple[int, ...]], tuple[tuple[int, ...], tuple[int, ...]]]
+
+
+def _free(ndim: int, *used: tuple[int, ...]) -> tuple[int, ...]:
+    taken = set().union(*used)
+    return tuple(i for i in range(ndim) if i not in taken)
+
+
+def _dot_abstract(x: ShapedArray, y: ShapedArray, *, dimension_numbers: DimNums) -> ShapedArray:
+    (xc, yc), (xb, yb) = dimension_numbers
+    bad = (x.dtype != y.dtype or len(xc) != len(yc) or len(xb) != len(yb)
+           or any(x.shape[a] != y.shape[b] for a, b in zip(xc + xb, yc + yb)))
+    if bad:
+        raise ValueError(f"matmul/dot_general: cannot contract {fmt_shape(x.shape)} "
+                         f"{x.dtype.name} with {fmt_shape(y.shape)} {y.dtype.name} over "
+                         f"axes {xc}/{yc} (batch {xb}/{yb})")
+    shape = (tuple(x.shape[a] for a in xb) + tuple(x.shape[a] for a in _free(x.ndim, xc, xb))
+             + tuple(y.shape[a] for a in _free(y.ndim, yc, yb)))
+    return ShapedArray(shape, x.dtype)
+
+
+def _dot_impl(x: np.ndarray, y: np.ndarray, *, dimension_numbers: DimNums) -> np.ndarray:
+    (xc, yc), (xb, yb) = dimension_numbers
+    xf, yf = _free(x.ndim, xc, xb), _free(y.ndim, yc, yb)
+    letters = iter("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+    xs, ys = [""] * x.ndim, [""] * y.ndim
+    for a, b in zip(xb + xc, yb + yc):
+        xs[a] = ys[b] = next(letters)
+    for a in xf:
+        xs[a] = next(letters)
+    for b in yf:
+        ys[b] = next(letters)
+    out = "".join(xs[a] for a in xb) + "".join(xs[a] for a in xf) + "".join(ys[b] for b in yf)
+    acc = np.float32 if x.dtype in (np.float16, dtypes.bfloat16.np) else None
+    if acc is not None:
+        x, y = x.astype(acc), y.astype(acc)
+    return np.einsum(f"{''.join(xs)},{''.join(ys)}->{out}", x, y, optimize=True)
+
+
+def dot_general(x: Any, y: Any, dimension_numbers: DimNums) -> Any:
+    """Contract `x` and `y` over the given axes with shared batch axes (output: batch, x free,
+    y free)."""
+    (xc, yc), (xb, yb) = dimension_numbers
+    dn = ((tuple(int(a) for a in xc), tuple(int(a) for a in yc)),
+          (tuple(int(a) for a in xb), tuple(int(a) for a in yb)))
+    return dot_general_p.bind(x, y, dimension_numbers=dn)
+
+
+def _dot_jvp(primals: list[Any], tangents: list[Any], *, dimension_numbers: DimNums) -> Any:
+    (x, y), (x_dot, y_dot) = primals, tangents
+    out = dot_general(x, y, dimension_numbers)
+    terms = []
+    if x_dot is not None:
+        terms.append(dot_general(x_dot, y, dimension_numbers))
+    if y_dot is not None:
+        terms.append(dot_general(x, y_dot, dimension_numbers))
+    if not terms:
+        return out, None
+    return out, terms[0] if len(terms) == 1 else terms[0] + terms[1]
+
+
+def _dot_cotangent(ct: Any, other: Any, self_ndim: int, mine: tuple, theirs: tuple,
+                   ct_mine: tuple, ct_theirs: tuple) -> Any:
+    """Cotangent of one operand of dot_general. `mine`/`theirs` are (contract, batch) axes."""
+    from fgrad.core.prims.movement import transpose
+    (my_c, my_b), (their_c, their_b) = mine, theirs
+    my_free = _free(self_ndim, my_c, my_b)
+    their_free = _free(other.ndim, their_c, their_b)
+    ct_batch = tuple(range(len(my_b)))
+    out = dot_general(ct, other, ((ct_theirs, their_free), (ct_batch, their_b)))
+    their_rest = _free(other.ndim, their_free, their_b)
+    result_axes = list(my_b) + list(my_free) + [my_c[their_c.index(b)] for b in their_rest]
+    return transpose(out, tuple(int(i) for i in np.argsort(result_axes)))
+
+
+def _dot_transpose(ct: Any, x: Any, y: Any, *, dimension_numbers: DimNums) -> list[Any]:
+    (xc, yc), (xb, yb) = dimension_numbers
+    nb = len(xb)
+    n_xf = x.aval.ndim - len(xc) - nb
+    n_yf = y.aval.ndim - len(yc) - nb
+    ct_xfree = tuple(range(nb, nb + n_xf))
+    ct_yfree = tuple(range(nb + n_xf, nb + n_xf + n_yf))
+    ct_x = ct_y = None
+    if is_undefined(x):
+        ct_x = _dot_cotangent(ct, y, x.aval.ndim, (xc, xb), (yc, yb), ct_xfree, ct_yfree)
+    if is_undefined(y):
+        ct_y = _dot_cotangent(ct, x, y.aval.ndim, (yc, yb), (xc, xb), ct_yfree, ct_xfree)
+    return [ct_x, ct_y]
+
+
+def _dot_batch(args: list[Any], dims: list[Any], *, dimension_numbers: DimNums) -> Any:
+    """Make the vmapped axis a new leading batch axis of the contraction."""
+    from fgrad.core.prims._util import batch_size
+    (xc, yc), (xb, yb) = dimension_numbers
+    x, y = args
+    size = batch_size(args, dims)
+    x = move_bdim(x, dims[0], 0, size)
+    y = move_bdim(y, dims[1], 0, size)
+    shift = lambda axes: tuple(a + 1 for a in axes)  # noqa: E731
+    dn = ((shift(xc), shift(yc)), ((0,) + shift(xb), (0,) + shift(yb)))
+    return dot_general(x, y, dn), 0
+
+
+dot_general_p.abstract_eval = _dot_abstract
+dot_general_p.impl = _dot_impl
+dot_general_p.jvp = _dot_jvp
+dot_general_p.transpose = _dot_transpose
+dot_general_p.batch = _dot_batch

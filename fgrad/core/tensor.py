@@ -1,0 +1,314 @@
+"""`Tensor`, the user-facing immutable array, and the eager root trace.
+
+A concrete Tensor wraps a read-only NumPy array. Under a transformation the same methods run
+on `Tracer`s (Tensor subclasses owned by a trace), so every Tensor method is a composition of
+primitives that any transformation can interpret. Operators and ops live in the mixins.
+"""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from fgrad.core import dtypes as _dt
+from fgrad.core.dtypes import DType, dtypes
+from fgrad.core.ir import ShapedArray
+from fgrad.core.tensor_create import CreationMixin
+from fgrad.core.tensor_math import MathMixin
+from fgrad.core.tensor_movement import MovementMixin
+from fgrad.core.tensor_reduce import ReduceMixin
+from fgrad.core.trace import LeakedTracerError, Trace
+from fgrad.ops.linalg import LinalgMixin
+from fgrad.ops.math_ops import MathOpsMixin
+from fgrad.ops.movement_ops import MovementOpsMixin
+from fgrad.ops.nn_ops import NNOpsMixin
+
+
+class ConcretizationError(TypeError):
+    """A traced value was needed as a concrete Python value (bool, int, float, numpy)."""
+
+
+def _from_python(data: Any, dtype: DType | None) -> np.ndarray:
+    if isinstance(data, (bool, int, float)):
+        dtype = dtype or _dt.scalar_default_dtype(data)
+        return _checked_cast(np.asarray(data), dtype, data)
+    arr = np.asarray(data)
+    if arr.dtype == object:
+        raise TypeError(f"cannot build a Tensor from {type(data).__name__}: ragged nesting or "
+                        f"unsupported elements")
+    if dtype is None:
+        kind = arr.dtype.kind
+        dtype = {"b": dtypes.bool, "f": dtypes.default_float}.get(kind, dtypes.default_int)
+        if arr.size == 0:
+            dtype = dtypes.default_float
+    return _checked_cast(arr, dtype, data)
+
+
+def _checked_cast(arr: np.ndarray, dtype: DType, source: Any) -> np.ndarray:
+    if dtype.is_int and arr.dtype.kind in "iu" and arr.size:
+        info = np.iinfo(dtype.np)
+        if arr.min() < info.min or arr.max() > info.max:
+            raise OverflowError(f"value out of range for {dtype!r}: pass dtype=dtypes.int64 "
+                                f"(or a wider type) to Tensor(...)")
+    return arr.astype(dtype.np)
+
+
+def _freeze(arr: np.ndarray) -> np.ndarray:
+    if arr.flags.writeable:
+        arr = arr if arr.base is None and arr.flags.owndata else arr.copy()
+        arr.flags.writeable = False
+    return arr
+
+
+class Tensor(MathMixin, MovementMixin, ReduceMixin, CreationMixin, MathOpsMixin,
+             MovementOpsMixin, NNOpsMixin, LinalgMixin):
+    """An immutable n-dimensional array (tinygrad's API, JAX's semantics).
+
+    `Tensor(data, dtype=None)` accepts Python scalars, nested lists, NumPy arrays and Tensors.
+    Python ints give int32, floats float32, bools bool; NumPy arrays keep their dtype.
+    """
+
+    __slots__ = ("_data", "__weakref__")
+    __array_priority__ = 100
+
+    def __init__(self, data: Any, dtype: Any = None, device: str | None = None):
+        dtype = None if dtype is None else _dt.to_dtype(dtype)
+        if isinstance(data, Tracer):
+            raise TypeError("Tensor(tracer) is not allowed under a transformation; use "
+                            "x.cast(dtype) to change a traced value's dtype")
+        if isinstance(data, Tensor):
+            arr = data._data if dtype is None else data._data.astype(dtype.np)
+        elif isinstance(data, np.ndarray) or np.isscalar(data) and isinstance(data, np.generic):
+            arr = np.asarray(data)
+            _dt.from_numpy(arr.dtype)
+            arr = arr if dtype is None else arr.astype(dtype.np)
+        else:
+            arr = _from_python(data, dtype)
+        self._data = _freeze(np.array(arr) if arr is getattr(data, "_data", None) else arr)
+        if device not in (None, "CPU", "cpu"):
+            raise ValueError(f"unknown device {device!r} for an eager Tensor; eager Tensors "
+                             f"live on 'CPU'")
+
+    @classmethod
+    def _wrap(cls, arr: np.ndarray) -> "Tensor":
+        t = object.__new__(Tensor)
+        t._data = _freeze(arr)
+        return t
+
+    # ---------------------------------------------------------------- properties
+    @property
+    def aval(self) -> ShapedArray:
+        return ShapedArray(self._data.shape, _dt.from_numpy(self._data.dtype))
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self._data.shape
+
+    @property
+    def dtype(self) -> DType:
+        return _dt.from_numpy(self._data.dtype)
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def device(self) -> str:
+        return "CPU"
+
+    def numel(self) -> int:
+        """Number of elements."""
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    def element_size(self) -> int:
+        """Bytes per element."""
+        return self.dtype.itemsize
+
+    def nbytes(self) -> int:
+        """Total bytes of the elements."""
+        return self.numel() * self.element_size()
+
+    def is_floating_point(self) -> bool:
+        """True for float16, bfloat16, float32 and float64 Tensors."""
+        return self.dtype.is_float
+
+    def size(self, dim: int | None = None) -> tuple[int, ...] | int:
+        """The shape, or the length of dimension `dim` (negative counts from the end)."""
+        if dim is None:
+            return self.shape
+        return self.shape[self._axis(dim)]
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of a 0-d Tensor")
+        return self.shape[0]
+
+    # ---------------------------------------------------------------- data access
+    def _concrete(self, why: str) -> np.ndarray:
+        return self._data
+
+    def numpy(self) -> np.ndarray:
+        """A NumPy copy of the data."""
+        return np.array(self._concrete("numpy()"))
+
+    def data(self) -> memoryview:
+        """The raw data as a (read-only) memoryview."""
+        return memoryview(np.ascontiguousarray(self._concrete("data()")))
+
+    def item(self) -> Any:
+        """The value of a one-element Tensor as a Python number."""
+        arr = self._concrete("item()")
+        if arr.size != 1:
+            raise ValueError(f"item() needs a Tensor with one element, got shape {arr.shape}")
+        return arr.reshape(()).item() if arr.dtype != dtypes.bfloat16.np else float(arr)
+
+    def tolist(self) -> Any:
+        """The data as (nested) Python lists; a scalar for a 0-d Tensor."""
+        arr = self._concrete("tolist()")
+        if arr.dtype in (dtypes.bfloat16.np,):
+            arr = arr.astype(np.float32)
+        return arr.tolist()
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        arr = self._concrete("np.asarray()")
+        return arr if dtype is None else arr.astype(dtype)
+
+    def __bool__(self) -> bool:
+        arr = self._concrete("bool()")
+        if arr.size != 1:
+            raise ValueError(f"the truth value of a Tensor with shape {arr.shape} is ambiguous; "
+                             f"use .any() or .all()")
+        return bool(arr.reshape(()))
+
+    def __int__(self) -> int:
+        return int(self._scalar("int()"))
+
+    def __float__(self) -> float:
+        return float(self._scalar("float()"))
+
+    def __index__(self) -> int:
+        if not self.dtype.is_int:
+            raise TypeError(f"only integer Tensors can be used as an index, got {self.dtype!r}")
+        return int(self._scalar("__index__()"))
+
+    def _scalar(self, why: str) -> Any:
+        arr = self._concrete(why)
+        if arr.size != 1:
+            raise TypeError(f"{why} needs a Tensor with one element, got shape {arr.shape}")
+        return arr.reshape(())
+
+    def __repr__(self) -> str:
+        arr = self._data
+        if arr.dtype == dtypes.bfloat16.np:
+            arr = arr.astype(np.float32)
+        body = np.array2string(arr, separator=", ", prefix="Tensor(", threshold=200)
+        return f"Tensor({body}, dtype={self.dtype!r})"
+
+    def __hash__(self) -> int:
+        return id(self)
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        if not self.shape:
+            raise TypeError("iteration over a 0-d Tensor")
+        return (self[i] for i in range(self.shape[0]))
+
+    def _axis(self, dim: int) -> int:
+        n = self.ndim
+        if not -max(n, 1) <= dim < max(n, 1):
+            raise IndexError(f"dimension {dim} is out of range for a Tensor of shape {self.shape}")
+        return dim % max(n, 1)
+
+    def detach(self) -> "Tensor":
+        """The same value with no derivative (`stop_gradient`)."""
+        from fgrad.core.prims import stop_gradient
+        return stop_gradient(self)
+
+    def clone(self) -> "Tensor":
+        """A copy (Tensors are immutable, so this is the identity on values)."""
+        return self + 0 if self.dtype != dtypes.bool else self.logical_or(False)
+
+    def contiguous(self) -> "Tensor":
+        """The identity (kept for tinygrad compatibility)."""
+        return self
+
+    def realize(self) -> "Tensor":
+        """The identity: eager Tensors are always realized."""
+        return self
+
+    def to(self, device: str) -> "Tensor":
+        """Move to a device; eager CPU Tensors stay on 'CPU'."""
+        if str(device).upper() not in ("CPU",):
+            raise ValueError(f"unknown device {device!r}; available: 'CPU'")
+        return self
+
+
+class Tracer(Tensor):
+    """A Tensor owned by a trace. Subclasses define `aval` and how to concretize."""
+
+    __slots__ = ("_trace",)
+    _trace: Trace
+
+    @property
+    def aval(self) -> ShapedArray:
+        raise NotImplementedError
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.aval.shape
+
+    @property
+    def dtype(self) -> DType:
+        return self.aval.dtype
+
+    @property
+    def device(self) -> str:
+        return "CPU"
+
+    def _concrete(self, why: str) -> np.ndarray:
+        raise ConcretizationError(
+            f"{why} needs a concrete value, but this Tensor is traced by {self._trace.name}. "
+            f"Use fgrad.lax.cond or Tensor.where for data-dependent choices, or mark the "
+            f"argument with static_argnums.")
+
+    def __repr__(self) -> str:
+        return f"Traced<{self.aval}>({self._trace.name})"
+
+
+def as_concrete_array(x: Any) -> np.ndarray:
+    """The NumPy value of a concrete Tensor (eager evaluation only)."""
+    if isinstance(x, Tracer):
+        raise LeakedTracerError(
+            f"a traced value ({x.aval}, from {x._trace.name}) reached eager evaluation: it "
+            f"escaped the transformation that created it")
+    return x._data
+
+
+class EvalTrace(Trace):
+    """The root trace: evaluate primitives eagerly with their NumPy `impl`."""
+
+    name = "eager evaluation"
+
+    def process_primitive(self, prim: Any, args: Sequence[Any], params: dict) -> list[Any]:
+        arrays = [as_concrete_array(x) for x in args]
+        out_avals = prim.abstract_eval_list(*[x.aval for x in args], **params)
+        outs = prim.impl_list(*arrays, **params)
+        return [Tensor._wrap(_conform(o, a)) for o, a in zip(outs, out_avals, strict=True)]
+
+
+def _conform(out: Any, aval: ShapedArray) -> np.ndarray:
+    arr = np.asarray(out)
+    if arr.dtype != aval.dtype.np:
+        arr = arr.astype(aval.dtype.np)
+    if arr.shape != aval.shape:
+        raise AssertionError(f"impl gave shape {arr.shape}, abstract_eval {aval.shape}")
+    return arr
+
+
+def as_tensor(x: Any, dtype: DType | None = None) -> Tensor:
+    """`x` as a Tensor (Tensors pass through; scalars, lists and arrays are converted)."""
+    if isinstance(x, Tensor):
+        return x if dtype is None or x.dtype == dtype else x.cast(dtype)
+    return Tensor(x, dtype=dtype)
+
+
+TensorLike = Tensor | np.ndarray | float | int | bool | Sequence[Any]

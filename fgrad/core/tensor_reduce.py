@@ -1,0 +1,99 @@
+"""Tensor reductions: sum, prod, max, min, mean, any, all, argmax, argmin."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Sequence
+
+from fgrad.core import dtypes as _dt
+from fgrad.core import prims as P
+from fgrad.core.dtypes import dtypes
+
+if TYPE_CHECKING:
+    from fgrad.core.tensor import Tensor
+
+Axis = int | Sequence[int] | None
+
+
+def _axes(x: Any, axis: Axis) -> tuple[int, ...]:
+    if axis is None:
+        return tuple(range(x.ndim))
+    axes = (axis,) if isinstance(axis, int) else tuple(axis)
+    out = tuple(sorted({x._axis(int(a)) for a in axes})) if x.ndim else ()
+    return out
+
+
+def _keep(x: Any, y: Any, axes: tuple[int, ...], keepdim: bool) -> Any:
+    if not keepdim:
+        return y
+    return P.reshape(y, tuple(1 if i in axes else d for i, d in enumerate(x.shape)))
+
+
+def sum_dtype(dtype: _dt.DType) -> _dt.DType:
+    """Sums of bools and small ints accumulate in int32 (uint32 for unsigned), as PyTorch."""
+    if dtype == dtypes.bool:
+        return dtypes.int32
+    if dtype.is_int and dtype.itemsize < 4:
+        return dtypes.uint32 if dtype.is_unsigned else dtypes.int32
+    return dtype
+
+
+class ReduceMixin:
+    """Reductions for Tensor."""
+
+    __slots__ = ()
+
+    def sum(self, axis: Axis = None, keepdim: bool = False, dtype: Any = None) -> "Tensor":
+        """Sum over `axis` (all axes when None); half types accumulate in float32."""
+        x = self.cast(dtype) if dtype is not None else self.cast(sum_dtype(self.dtype))
+        axes = _axes(x, axis)
+        return _keep(x, P.reduce_sum(x, axes), axes, keepdim)
+
+    def prod(self, axis: Axis = None, keepdim: bool = False, dtype: Any = None) -> "Tensor":
+        """Product over `axis`."""
+        x = self.cast(dtype) if dtype is not None else self.cast(sum_dtype(self.dtype))
+        axes = _axes(x, axis)
+        return _keep(x, P.reduce_prod(x, axes), axes, keepdim)
+
+    def max(self, axis: Axis = None, keepdim: bool = False) -> "Tensor":
+        """Maximum over `axis`."""
+        axes = _axes(self, axis)
+        return _keep(self, P.reduce_max(self, axes), axes, keepdim)
+
+    def min(self, axis: Axis = None, keepdim: bool = False) -> "Tensor":
+        """Minimum over `axis`."""
+        axes = _axes(self, axis)
+        return _keep(self, P.reduce_min(self, axes), axes, keepdim)
+
+    def any(self, axis: Axis = None, keepdim: bool = False) -> "Tensor":
+        """True if any element along `axis` is nonzero."""
+        return self.cast(dtypes.bool).max(axis, keepdim)
+
+    def all(self, axis: Axis = None, keepdim: bool = False) -> "Tensor":
+        """True if every element along `axis` is nonzero."""
+        return self.cast(dtypes.bool).min(axis, keepdim)
+
+    def mean(self, axis: Axis = None, keepdim: bool = False) -> "Tensor":
+        """Arithmetic mean over `axis` (ints give float32)."""
+        x = self if self.dtype.is_float else self.cast(dtypes.default_float)
+        axes = _axes(x, axis)
+        count = 1
+        for a in axes:
+            count *= x.shape[a]
+        total = x.sum(axis, keepdim)
+        return total / count if count else total * float("nan")
+
+    def argmax(self, axis: int | None = None, keepdim: bool = False) -> "Tensor":
+        """Index of the first maximum along `axis` (of the flattened Tensor when None)."""
+        return self._arg(P.argmax_p, axis, keepdim)
+
+    def argmin(self, axis: int | None = None, keepdim: bool = False) -> "Tensor":
+        """Index of the first minimum along `axis`."""
+        return self._arg(P.argmin_p, axis, keepdim)
+
+    def _arg(self, prim: Any, axis: int | None, keepdim: bool) -> "Tensor":
+        if axis is None:
+            flat = self.reshape(-1)
+            out = prim.bind(flat, axis=0, index_dtype=dtypes.int32)
+            return out.reshape((1,) * self.ndim) if keepdim else out
+        a = self._axis(axis)
+        out = prim.bind(self, axis=a, index_dtype=dtypes.int32)
+        return _keep(self, out, (a,), keepdim)

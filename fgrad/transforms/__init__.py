@@ -1,0 +1,1 @@
+"""fgrad.transforms"""
