@@ -1,1 +1,8 @@
-"""fgrad.transforms"""
+"""Transformations as interpreters: jvp, linearize/vjp/grad, vmap, jit, control flow."""
+from fgrad.transforms.autodiff import grad, linearize, stop_gradient, value_and_grad, vjp
+from fgrad.transforms.batching import vmap
+from fgrad.transforms.jacobians import hessian, jacfwd, jacrev
+from fgrad.transforms.jvp import jvp
+
+__all__ = ["grad", "hessian", "jacfwd", "jacrev", "jvp", "linearize", "stop_gradient",
+           "value_and_grad", "vjp", "vmap"]
