@@ -5,10 +5,10 @@ from fgrad.core.api_util import make_jaxpr
 from fgrad.core.dtypes import DType, dtypes
 from fgrad.core.ir import ClosedJaxpr, Jaxpr
 from fgrad.core.tensor import ConcretizationError, Tensor
-from fgrad.transforms import (grad, hessian, jacfwd, jacrev, jvp, linearize, stop_gradient,
+from fgrad.transforms import (grad, hessian, jit, jacfwd, jacrev, jvp, linearize, stop_gradient,
                               value_and_grad, vjp, vmap)
 
 __version__ = "0.1.0"
 __all__ = ["ClosedJaxpr", "ConcretizationError", "DType", "Jaxpr", "Tensor", "dtypes",
-           "make_jaxpr", "tree_util", "grad", "hessian", "jacfwd", "jacrev", "jvp",
+           "make_jaxpr", "tree_util", "grad", "jit", "hessian", "jacfwd", "jacrev", "jvp",
            "linearize", "stop_gradient", "value_and_grad", "vjp", "vmap"]

@@ -2,7 +2,8 @@
 from fgrad.transforms.autodiff import grad, linearize, stop_gradient, value_and_grad, vjp
 from fgrad.transforms.batching import vmap
 from fgrad.transforms.jacobians import hessian, jacfwd, jacrev
+from fgrad.transforms.jit import jit
 from fgrad.transforms.jvp import jvp
 
-__all__ = ["grad", "hessian", "jacfwd", "jacrev", "jvp", "linearize", "stop_gradient",
+__all__ = ["grad", "jit", "hessian", "jacfwd", "jacrev", "jvp", "linearize", "stop_gradient",
            "value_and_grad", "vjp", "vmap"]

@@ -1,0 +1,25 @@
+"""Every environment variable fgrad reads, in one place.
+
+FGRAD_BACKEND       default jit backend: "numpy" (reference interpreter), "llvm", "opencl"
+FGRAD_LOG_RETRACE   "1": log (logger "fgrad.jit", level WARNING) why a jitted function retraced
+FGRAD_CACHE_DIR     on-disk compile cache directory (default: the user cache dir)
+"""
+from __future__ import annotations
+
+import os
+
+
+def default_backend() -> str:
+    """The jit backend used when `backend=None`."""
+    return os.environ.get("FGRAD_BACKEND", "numpy").lower()
+
+
+def log_retrace() -> bool:
+    """Whether to log the reason for every retrace."""
+    return os.environ.get("FGRAD_LOG_RETRACE", "0") not in ("", "0", "false", "False")
+
+
+def cache_dir() -> str:
+    """Directory of the on-disk compile cache."""
+    default = os.path.join(os.path.expanduser("~"), ".cache", "fgrad")
+    return os.environ.get("FGRAD_CACHE_DIR", default)

@@ -1,0 +1,216 @@
+"""`fgrad.jit`: stage a function per abstract signature, cache it, and call it as one `jit`
+primitive (so it composes with grad and vmap).
+
+The cache key is (pytree structure, each leaf's shape and dtype, static argument values).
+Python scalars passed as arguments are traced as 0-d Tensors, so changing a learning rate
+never recompiles. Every retrace records which argument changed (`last_retrace_reason`;
+logged when FGRAD_LOG_RETRACE=1).
+"""
+from __future__ import annotations
+
+import functools
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+from fgrad import flags
+from fgrad.core import tree_util
+from fgrad.core.api_util import fn_name, merge_static, split_static, to_tensor_leaf
+from fgrad.core.ir import ClosedJaxpr
+from fgrad.core.staging import Origin, trace_to_jaxpr
+from fgrad.core.trace import current_trace
+from fgrad.transforms import executables
+from fgrad.transforms.jit_prim import call_closed, open_jaxpr
+
+log = logging.getLogger("fgrad.jit")
+BACKENDS = ("numpy", "llvm", "opencl")
+
+
+@dataclass
+class CacheInfo:
+    """Trace-cache statistics of one jitted function."""
+
+    hits: int = 0
+    misses: int = 0
+    trace_seconds: float = 0.0
+    compile_seconds: float = 0.0
+
+    @property
+    def currsize(self) -> int:
+        return self.misses
+
+
+def _hashable_static(value: Any, where: str) -> Any:
+    try:
+        hash(value)
+    except TypeError:
+        raise TypeError(f"static argument {where} has unhashable type "
+                        f"{type(value).__name__}; static arguments must be hashable (use a "
+                        f"tuple instead of a list, or pass it as a Tensor)") from None
+    return value
+
+
+class Lowered:
+    """The staged program of one signature; `as_text()` prints every stage."""
+
+    def __init__(self, closed: ClosedJaxpr, backend: str, name: str):
+        self.closed, self.backend, self.name = closed, backend, name
+
+    def as_text(self) -> str:
+        """The jaxpr, then whatever the backend adds (schedule, kernel IR, LLVM IR / OpenCL)."""
+        parts = [f"# jaxpr of {self.name}", str(self.closed)]
+        describe = getattr(executables.COMPILERS.get(self.backend), "describe", None)
+        if describe is not None:
+            parts.append(describe(open_jaxpr(self.closed)[0]))
+        else:
+            parts.append(f"# backend {self.backend!r}: evaluated equation by equation")
+        return "\n".join(parts)
+
+    def compile(self) -> Callable[..., Any]:
+        """The executable for this signature (flat NumPy arrays in and out)."""
+        jaxpr, consts = open_jaxpr(self.closed)
+        exe = executables.executable_for(jaxpr, self.backend)
+        return functools.partial(exe, *[c._data for c in consts])
+
+
+class JittedFunction:
+    """The callable returned by `jit`; also offers `lower`, `cache_info`, `clear_cache`."""
+
+    def __init__(self, fn: Callable[..., Any], static_argnums: tuple[int, ...],
+                 static_argnames: tuple[str, ...], donate_argnums: tuple[int, ...],
+                 backend: str | None):
+        self.fn, self.static_argnums, self.static_argnames = fn, static_argnums, static_argnames
+        self.donate_argnums = donate_argnums
+        self.backend = backend
+        self._cache: dict[Any, tuple[ClosedJaxpr, Any]] = {}
+        self._signatures: list[tuple[Any, list[str]]] = []
+        self.info = CacheInfo()
+        self.last_retrace_reason: str | None = None
+        functools.update_wrapper(self, fn)
+
+    def _backend(self) -> str:
+        backend = (self.backend or flags.default_backend()).lower()
+        if backend not in BACKENDS:
+            raise ValueError(f"jit: unknown backend {backend!r}; choose one of {BACKENDS}")
+        return backend
+
+    def _signature(self, args: tuple, kwargs: dict) -> tuple[Any, ...]:
+        dynamic, static = split_static(args, self.static_argnums)
+        static = {i: _hashable_static(v, f"#{i}") for i, v in static.items()}
+        s_kw = {k: _hashable_static(v, k) for k, v in kwargs.items() if k in self.static_argnames}
+        d_kw = {k: v for k, v in kwargs.items() if k not in self.static_argnames}
+        pairs, treedef = tree_util.tree_flatten_with_path((tuple(dynamic), d_kw))
+        name = fn_name(self.fn)
+        leaves = [to_tensor_leaf(x, f"argument {tree_util.keystr(p)} of {name}")
+                  for p, x in pairs]
+        positions = [i for i in range(len(args)) if i not in static]
+        descs = [_describe(self.fn, positions, p) for p, _ in pairs]
+        key = (treedef, tuple((x.shape, x.dtype) for x in leaves),
+               tuple(sorted(static.items())), tuple(sorted(s_kw.items())))
+        return key, leaves, descs, static, s_kw, treedef
+
+    def _trace(self, leaves: list[Any], descs: list[str], static: dict, s_kw: dict,
+               treedef: Any) -> tuple[ClosedJaxpr, Any]:
+        name = fn_name(self.fn)
+
+        def flat_fn(*tracers: Any) -> tuple[list[Any], Any]:
+            dyn, d_kw = tree_util.tree_unflatten(treedef, list(tracers))
+            out = self.fn(*merge_static(list(dyn), static), **d_kw, **s_kw)
+            out_leaves, out_tree = tree_util.tree_flatten(out)
+            return [to_tensor_leaf(o, f"an output of {name}") for o in out_leaves], out_tree
+
+        origins = [Origin(name, d) for d in descs]
+        start = time.perf_counter()
+        closed, out_tree = trace_to_jaxpr(flat_fn, [x.aval for x in leaves], current_trace(),
+                                          f"jit({name})", origins)
+        self.info.trace_seconds += time.perf_counter() - start
+        return closed, out_tree
+
+    def _lookup(self, args: tuple, kwargs: dict) -> tuple[ClosedJaxpr, Any, list[Any]]:
+        key, leaves, descs, static, s_kw, treedef = self._signature(args, kwargs)
+        entry = self._cache.get(key)
+        if entry is not None:
+            self.info.hits += 1
+            return entry[0], entry[1], leaves
+        self.info.misses += 1
+        self._explain_retrace(key, descs)
+        closed, out_tree = self._trace(leaves, descs, static, s_kw, treedef)
+        self._cache[key] = (closed, out_tree)
+        self._signatures.append((key, descs))
+        return closed, out_tree, leaves
+
+    def _explain_retrace(self, key: tuple, descs: list[str]) -> None:
+        if not self._signatures:
+            return
+        prev, prev_descs = self._signatures[-1]
+        self.last_retrace_reason = explain_difference(prev, prev_descs, key, descs)
+        if flags.log_retrace():
+            log.warning("retracing %s: %s", fn_name(self.fn), self.last_retrace_reason)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        closed, out_tree, leaves = self._lookup(args, kwargs)
+        before = executables.compile_seconds[0]
+        outs = call_closed(closed, leaves, fn_name(self.fn), self._backend())
+        self.info.compile_seconds += executables.compile_seconds[0] - before
+        return tree_util.tree_unflatten(out_tree, outs)
+
+    def lower(self, *args: Any, **kwargs: Any) -> Lowered:
+        """Stage for these arguments' signature; `.as_text()` / `.compile()` on the result."""
+        closed, _, _ = self._lookup(args, kwargs)
+        return Lowered(closed, self._backend(), fn_name(self.fn))
+
+    def cache_info(self) -> CacheInfo:
+        """Hits, misses, and seconds spent tracing and compiling."""
+        return self.info
+
+    def clear_cache(self) -> None:
+        """Forget every traced signature."""
+        self._cache.clear()
+        self._signatures.clear()
+
+
+def _describe(fn: Callable[..., Any], positions: list[int], path: tuple) -> str:
+    """A readable name for a flattened argument leaf: `params['w']`, `x`, `lr=`."""
+    group = getattr(path[0], "idx", None) if path else None
+    if group == 1 and len(path) > 1:
+        return f"{getattr(path[1], 'key', '?')}=" + tree_util.keystr(tuple(path[2:]))
+    if len(path) < 2:
+        return tree_util.keystr(tuple(path))
+    pos = positions[getattr(path[1], "idx", 0)]
+    try:
+        import inspect
+        names = [p.name for p in inspect.signature(fn).parameters.values()]
+        name = names[pos] if pos < len(names) else f"#{pos}"
+    except (TypeError, ValueError):
+        name = f"#{pos}"
+    return name + tree_util.keystr(tuple(path[2:]))
+
+
+def explain_difference(prev: tuple, prev_descs: list[str], new: tuple,
+                       new_descs: list[str]) -> str:
+    """Say which argument's structure, shape, dtype or static value changed."""
+    if prev[0] != new[0]:
+        return f"the argument structure changed: {prev[0]} -> {new[0]}"
+    for desc, (s0, d0), (s1, d1) in zip(new_descs, prev[1], new[1], strict=True):
+        if s0 != s1:
+            return f"argument {desc} changed shape {s0} -> {s1}"
+        if d0 != d1:
+            return f"argument {desc} changed dtype {d0.name} -> {d1.name}"
+    if prev[2] != new[2]:
+        return f"static positional arguments changed: {dict(prev[2])} -> {dict(new[2])}"
+    return f"static keyword arguments changed: {dict(prev[3])} -> {dict(new[3])}"
+
+
+def jit(fn: Callable[..., Any] | None = None, *, static_argnums: int | Sequence[int] = (),
+        static_argnames: str | Sequence[str] = (), donate_argnums: int | Sequence[int] = (),
+        backend: str | None = None) -> Any:
+    """Compile `fn` per abstract signature; usable as `@jit` or `jit(fn, ...)`."""
+    def as_tuple(x: Any) -> tuple:
+        return (x,) if isinstance(x, (int, str)) else tuple(x)
+
+    def wrap(f: Callable[..., Any]) -> JittedFunction:
+        return JittedFunction(f, as_tuple(static_argnums), as_tuple(static_argnames),
+                              as_tuple(donate_argnums), backend)
+
+    return wrap if fn is None else wrap(fn)
