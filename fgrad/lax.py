@@ -1,0 +1,14 @@
+"""`fgrad.lax`: structured control flow (cond, switch, scan, while_loop, fori_loop) and the
+primitive-level operations (JAX's lax), for users who want them directly."""
+from fgrad.core.prims import (broadcast_in_dim, concatenate, convert, cumulative,  # noqa: F401
+                              dot_general, gather, iota, pad, reduce_max, reduce_min,
+                              reduce_prod, reduce_sum, reshape, rev, scatter, select, slice_,
+                              stop_gradient, transpose)
+from fgrad.transforms.cond import cond, switch
+from fgrad.transforms.scan import scan
+from fgrad.transforms.while_loop import fori_loop, while_loop
+
+__all__ = ["cond", "switch", "scan", "while_loop", "fori_loop", "broadcast_in_dim",
+           "concatenate", "convert", "cumulative", "dot_general", "gather", "iota", "pad",
+           "reduce_max", "reduce_min", "reduce_prod", "reduce_sum", "reshape", "rev", "scatter",
+           "select", "slice_", "stop_gradient", "transpose"]
