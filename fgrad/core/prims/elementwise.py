@@ -70,17 +70,17 @@ def _round_half_even(x: np.ndarray) -> np.ndarray:
 
 neg_p = unary("neg", np.negative, lambda x, y, t: -t, NUMERIC, linear=True)
 neg_p.transpose = lambda ct, x: [-ct]
-exp_p = unary("exp", np.exp, lambda x, y, t: t * y)
-log_p = unary("log", np.log, lambda x, y, t: t / x)
+exp_p = unary("exp", np.exp, lambda x, y, t: safe_mul(t, y))
+log_p = unary("log", np.log, lambda x, y, t: safe_mul(t, 1 / x))
 sin_p = unary("sin", np.sin, lambda x, y, t: t * cos(x))
 cos_p = unary("cos", np.cos, lambda x, y, t: -t * sin(x))
-tan_p = unary("tan", np.tan, lambda x, y, t: t * (1 + y * y))
+tan_p = unary("tan", np.tan, lambda x, y, t: safe_mul(t, 1 + y * y))
 tanh_p = unary("tanh", np.tanh, lambda x, y, t: t * (1 - y * y))
 logistic_p = unary("logistic", _sps.expit, lambda x, y, t: t * y * (1 - y))
-sqrt_p = unary("sqrt", np.sqrt, lambda x, y, t: t / (2 * y))
-rsqrt_p = unary("rsqrt", lambda x: 1 / np.sqrt(x), lambda x, y, t: t * (-0.5) * y / x)
-log1p_p = unary("log1p", np.log1p, lambda x, y, t: t / (1 + x))
-expm1_p = unary("expm1", np.expm1, lambda x, y, t: t * (y + 1))
+sqrt_p = unary("sqrt", np.sqrt, lambda x, y, t: safe_mul(t, 0.5 / y))
+rsqrt_p = unary("rsqrt", lambda x: 1 / np.sqrt(x), lambda x, y, t: safe_mul(t, -0.5 * y / x))
+log1p_p = unary("log1p", np.log1p, lambda x, y, t: safe_mul(t, 1 / (1 + x)))
+expm1_p = unary("expm1", np.expm1, lambda x, y, t: safe_mul(t, y + 1))
 erf_p = unary("erf", _sps.erf,
               lambda x, y, t: t * (2 / math.sqrt(math.pi)) * exp(-(x * x)))
 abs_p = unary("abs", np.abs, lambda x, y, t: t * sign(x), NUMERIC)
@@ -126,9 +126,14 @@ def binary(name: str, np_fn: Callable[..., Any], jvp_x: Callable[..., Any] | Non
     return p
 
 
+def _is_float_array(x: np.ndarray) -> bool:
+    """True for NumPy float arrays, including bfloat16 (whose NumPy kind is 'V')."""
+    return x.dtype.kind == "f" or x.dtype == dtypes.bfloat16.np
+
+
 def _int_div(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """C-style (truncating) division for ints; true division for floats."""
-    if x.dtype.kind == "f":
+    if _is_float_array(x):
         return np.true_divide(x, y)
     safe_y = np.where(y == 0, 1, y)
     q = np.floor_divide(x, safe_y)
@@ -137,14 +142,14 @@ def _int_div(x: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 
 def _c_rem(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    if x.dtype.kind == "f":
+    if _is_float_array(x):
         return np.fmod(x, y)
     safe_y = np.where(y == 0, 1, y)
     return np.where(y == 0, 0, np.fmod(x, safe_y)).astype(x.dtype)
 
 
 def _int_pow(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    if x.dtype.kind == "f":
+    if _is_float_array(x):
         return np.power(x, y)
     pos = np.power(x, np.maximum(y, 0))
     odd = (np.abs(y) % 2) == 1
@@ -180,13 +185,13 @@ mul_p = binary("mul", np.multiply, lambda x, y, o, t: t * y, lambda x, y, o, t: 
                ANY, linear=True)
 mul_p.transpose = lambda ct, x, y: [ct * y if is_undefined(x) else None,
                                     x * ct if is_undefined(y) else None]
-div_p = binary("div", _int_div, lambda x, y, o, t: t / y, lambda x, y, o, t: -t * o / y,
-               linear=True)
+div_p = binary("div", _int_div, lambda x, y, o, t: safe_mul(t, 1 / y),
+               lambda x, y, o, t: safe_mul(t, -o / y), linear=True)
 div_p.transpose = lambda ct, x, y: [ct / y if is_undefined(x) else None, None]
 rem_p = binary("rem", _c_rem, lambda x, y, o, t: t,
                lambda x, y, o, t: -t * trunc_div_float(x, y))
-pow_p = binary("pow", _int_pow, lambda x, y, o, t: t * y * pow(x, y - 1),
-               lambda x, y, o, t: t * _safe_pow_log(x) * o)
+pow_p = binary("pow", _int_pow, lambda x, y, o, t: safe_mul(t, y * pow(x, y - 1)),
+               lambda x, y, o, t: safe_mul(t, _safe_pow_log(x) * o))
 max_p = binary("max", np.maximum, lambda x, y, o, t: t * _balanced(x > y, x == y, t),
                lambda x, y, o, t: t * _balanced(y > x, x == y, t), ANY)
 min_p = binary("min", np.minimum, lambda x, y, o, t: t * _balanced(x < y, x == y, t),
@@ -204,6 +209,23 @@ lt_p = binary("lt", np.less, None, None, ANY, out_dtype=dtypes.bool)
 le_p = binary("le", np.less_equal, None, None, ANY, out_dtype=dtypes.bool)
 gt_p = binary("gt", np.greater, None, None, ANY, out_dtype=dtypes.bool)
 ge_p = binary("ge", np.greater_equal, None, None, ANY, out_dtype=dtypes.bool)
+
+
+safe_mul_p = binary("safe_mul", lambda x, y: np.where(x == 0, np.zeros_like(x), x * y),
+                    lambda x, y, o, t: safe_mul(t, y), lambda x, y, o, t: safe_mul(x, t),
+                    FLOAT, linear=True)
+safe_mul_p.transpose = lambda ct, x, y: [safe_mul(ct, y) if is_undefined(x) else None,
+                                         x * ct if is_undefined(y) else None]
+
+
+def safe_mul(t: Any, d: Any) -> Any:
+    """`t * d`, but exactly 0 where t == 0 even if d is inf/NaN. Derivative rules use it so
+    an unselected `where` branch (cotangent 0) never turns a gradient into NaN."""
+    if d.dtype != t.dtype:
+        d = d.cast(t.dtype)
+    if d.shape != t.shape:
+        d = d.expand(t.shape)
+    return safe_mul_p.bind(t, d)
 
 
 def _balanced(strict: Any, tie: Any, like: Any) -> Any:
@@ -267,11 +289,13 @@ def _convert_jvp(primals: list[Any], tangents: list[Any], *, new_dtype: DType) -
 
 
 def _convert_impl(x: np.ndarray, *, new_dtype: DType) -> np.ndarray:
-    if new_dtype.is_int and x.dtype.kind == "f":
+    if new_dtype.is_int and _is_float_array(x):
+        info = np.iinfo(new_dtype.np)
         with np.errstate(all="ignore"):
-            info = np.iinfo(new_dtype.np)
-            x = np.nan_to_num(np.trunc(x), nan=0, posinf=info.max, neginf=info.min)
-            return np.clip(x, info.min, info.max).astype(new_dtype.np)
+            x = np.nan_to_num(np.trunc(x.astype(np.float64)), nan=0.0)
+            out = np.clip(x, info.min, info.max).astype(new_dtype.np)
+        # info.max may round up in float (2**63 - 1 -> 2**63): saturate explicitly
+        return np.where(x >= info.max, np.array(info.max, new_dtype.np), out)
     return x.astype(new_dtype.np)
 
 

@@ -1,0 +1,282 @@
+"""User-defined derivative rules and rematerialization.
+
+- `custom_jvp(f)` + `f.defjvp(rule)`: `rule(primals, tangents) -> (out, out_tangent)`.
+- `custom_vjp(f)` + `f.defvjp(fwd, bwd)`: `fwd(*args) -> (out, residuals)`,
+  `bwd(residuals, out_cotangent) -> tuple of input cotangents`.
+- `checkpoint(f)`: gradients equal f's, but reverse mode saves only f's inputs and recomputes
+  the rest of f during the backward pass (lower peak memory).
+"""
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable
+
+from fgrad.core import tree_util
+from fgrad.core.api_util import flatten_args, fn_name
+from fgrad.core.ir import Jaxpr
+from fgrad.core.primitive import Primitive
+from fgrad.core.prims import is_undefined, zeros
+from fgrad.core.staging import StagingTrace, _live_eqns
+from fgrad.core.tensor import as_tensor
+from fgrad.core.trace import set_current_trace
+from fgrad.transforms import cf_util as U
+
+custom_jvp_call_p = Primitive("custom_jvp_call", multiple_results=True)
+custom_vjp_call_p = Primitive("custom_vjp_call", multiple_results=True)
+custom_lin_p = Primitive("custom_lin", multiple_results=True, linear=True)
+remat_p = Primitive("checkpoint", multiple_results=True, linear=True)
+
+
+def _trace_fun(fun: Callable[..., Any], args: tuple) -> tuple[Jaxpr, list[Any], list, Any, Any]:
+    leaves, in_tree, _ = flatten_args(args, fun)
+    box: list[Any] = []
+
+    def flat(*xs: Any) -> list[Any]:
+        out = fun(*tree_util.tree_unflatten(in_tree, list(xs)))
+        out_leaves, out_tree = tree_util.tree_flatten(out)
+        box.append(out_tree)
+        return [as_tensor(o) for o in out_leaves]
+
+    jaxpr, consts = U.trace_flat(flat, [x.aval for x in leaves], fn_name(fun))
+    return jaxpr, consts, leaves, in_tree, box[0]
+
+
+def _run_impl(*arrays: Any, call: Jaxpr, **_: Any) -> list[Any]:
+    from fgrad.transforms.executables import numpy_executable
+    return numpy_executable(call)(*arrays)
+
+
+def _abstract(*avals: Any, call: Jaxpr, **_: Any) -> list[Any]:
+    return call.out_avals
+
+
+# ---------------------------------------------------------------------------- custom_jvp
+
+class custom_jvp:  # noqa: N801  (JAX's name)
+    """Wrap `fun` so that its forward derivative is given by a rule set with `defjvp`."""
+
+    def __init__(self, fun: Callable[..., Any]):
+        functools.update_wrapper(self, fun)
+        self.fun, self.jvp_rule = fun, None
+
+    def defjvp(self, rule: Callable[..., Any]) -> Callable[..., Any]:
+        """Set `rule(primals, tangents) -> (primal_out, tangent_out)`."""
+        self.jvp_rule = rule
+        return rule
+
+    def __call__(self, *args: Any) -> Any:
+        if self.jvp_rule is None:
+            raise AttributeError(f"custom_jvp {fn_name(self.fun)} has no rule: call defjvp")
+        jaxpr, consts, leaves, in_tree, out_tree = _trace_fun(self.fun, args)
+        rule = self.jvp_rule
+
+        def flat_rule(primals: list[Any], tangents: list[Any]) -> tuple[list, list]:
+            p = tree_util.tree_unflatten(in_tree, primals)
+            t = tree_util.tree_unflatten(in_tree, tangents)
+            out, out_dot = rule(tuple(p), tuple(t))
+            return tree_util.tree_leaves(out), tree_util.tree_leaves(out_dot)
+
+        flat_rule.__name__ = fn_name(rule)
+        outs = custom_jvp_call_p.bind(*consts, *leaves, call=jaxpr, jvp=flat_rule,
+                                      num_consts=len(consts))
+        return tree_util.tree_unflatten(out_tree, outs)
+
+
+def _custom_jvp_jvp(primals: list[Any], tangents: list[Any], *, call: Jaxpr, jvp: Any,
+                    num_consts: int) -> tuple[list, list]:
+    args = primals[num_consts:]
+    dots = [zeros(p.shape, p.dtype) if t is None else t
+            for p, t in zip(args, tangents[num_consts:], strict=True)]
+    out, out_dot = jvp(list(args), dots)
+    return [as_tensor(o) for o in out], [as_tensor(d) for d in out_dot]
+
+
+def _custom_jvp_batch(args: list[Any], dims: list[Any], *, call: Jaxpr, jvp: Any,
+                      num_consts: int) -> tuple[list, list]:
+    """Batch the primal jaxpr and vmap the user's rule, keeping the rule under vmap."""
+    from fgrad.core.prims import move_bdim_public
+    from fgrad.transforms.batching import vmap
+    size = next(a.shape[d] for a, d in zip(args, dims) if d is not None)
+    moved = [move_bdim_public(a, d, 0, size) for a, d in zip(args, dims, strict=True)]
+    new_call, batch_consts = U.batch_jaxpr(call, [0] * len(args), size,
+                                           [0] * len(call.outvars))
+
+    def batched_rule(primals: list[Any], tangents: list[Any]) -> tuple[list, list]:
+        real_p, real_t = primals[len(batch_consts) + num_consts:], \
+            tangents[len(batch_consts) + num_consts:]
+        out, out_dot = vmap(lambda p, t: tuple(map(list, jvp(list(p), list(t)))))(real_p, real_t)
+        return list(out), list(out_dot)
+
+    batched_rule.__name__ = f"vmap({fn_name(jvp)})"
+    outs = custom_jvp_call_p.bind(*batch_consts, *moved, call=new_call, jvp=batched_rule,
+                                  num_consts=0)
+    return outs, [0] * len(outs)
+
+
+custom_jvp_call_p.abstract_eval = _abstract
+custom_jvp_call_p.impl = _run_impl
+custom_jvp_call_p.jvp = _custom_jvp_jvp
+custom_jvp_call_p.batch = _custom_jvp_batch
+
+
+# ---------------------------------------------------------------------------- custom_vjp
+
+class custom_vjp:  # noqa: N801  (JAX's name)
+    """Wrap `fun` so that its reverse derivative is given by `defvjp(fwd, bwd)`."""
+
+    def __init__(self, fun: Callable[..., Any]):
+        functools.update_wrapper(self, fun)
+        self.fun, self.fwd, self.bwd = fun, None, None
+
+    def defvjp(self, fwd: Callable[..., Any], bwd: Callable[..., Any]) -> None:
+        """`fwd(*args) -> (out, residuals)`; `bwd(residuals, ct) -> tuple of arg cotangents`."""
+        self.fwd, self.bwd = fwd, bwd
+
+    def __call__(self, *args: Any) -> Any:
+        if self.fwd is None:
+            raise AttributeError(f"custom_vjp {fn_name(self.fun)} has no rule: call defvjp")
+        jaxpr, consts, leaves, in_tree, out_tree = _trace_fun(self.fun, args)
+        fwd, bwd = self.fwd, self.bwd
+
+        def flat_fwd(primals: list[Any]) -> tuple[list, list, Any]:
+            out, res = fwd(*tree_util.tree_unflatten(in_tree, primals))
+            res_leaves, res_tree = tree_util.tree_flatten(res)
+            return tree_util.tree_leaves(out), res_leaves, res_tree
+
+        def flat_bwd(res_leaves: list[Any], res_tree: Any, cts: list[Any]) -> list[Any]:
+            res = tree_util.tree_unflatten(res_tree, res_leaves)
+            in_cts = bwd(res, tree_util.tree_unflatten(out_tree, cts))
+            if not isinstance(in_cts, tuple) or len(in_cts) != len(args):
+                raise TypeError(f"custom_vjp bwd {fn_name(bwd)} must return a tuple with one "
+                                f"cotangent per argument ({len(args)})")
+            return _ct_leaves(in_cts, args)
+
+        flat_fwd.__name__, flat_bwd.__name__ = fn_name(fwd), fn_name(bwd)
+        outs = custom_vjp_call_p.bind(*consts, *leaves, call=jaxpr, fwd=flat_fwd, bwd=flat_bwd,
+                                      num_consts=len(consts))
+        return tree_util.tree_unflatten(out_tree, outs)
+
+
+def _ct_leaves(in_cts: tuple, args: tuple) -> list[Any]:
+    out = []
+    for ct, arg in zip(in_cts, args, strict=True):
+        arg_leaves = tree_util.tree_leaves(arg)
+        if ct is None:
+            out += [None] * len(arg_leaves)
+        else:
+            out += [as_tensor(c) for c in tree_util.tree_leaves(ct)]
+    return out
+
+
+def _custom_vjp_jvp(primals: list[Any], tangents: list[Any], *, call: Jaxpr, fwd: Any,
+                    bwd: Any, num_consts: int) -> tuple[list, list]:
+    args = primals[num_consts:]
+    out, res, res_tree = fwd(list(args))
+    dots = [zeros(p.shape, p.dtype) if t is None else t
+            for p, t in zip(args, tangents[num_consts:], strict=True)]
+    out_avals = tuple(as_tensor(o).aval for o in out)
+    out_dots = custom_lin_p.bind(*res, *dots, bwd=bwd, res_tree=res_tree,
+                                 num_res=len(res), out_avals=out_avals)
+    return [as_tensor(o) for o in out], out_dots
+
+
+def _custom_lin_impl(*arrays: Any, **params: Any) -> list[Any]:
+    raise TypeError("forward-mode differentiation (jvp/jacfwd) of a custom_vjp function is not "
+                    "possible: only its reverse rule is known. Use grad/vjp/jacrev, or define "
+                    "the function with custom_jvp instead.")
+
+
+def _custom_lin_transpose(cts: list[Any], *args: Any, bwd: Any, res_tree: Any, num_res: int,
+                          out_avals: tuple) -> list[Any]:
+    res = list(args[:num_res])
+    in_cts = bwd(res, res_tree, list(cts))
+    return [None] * num_res + [c if is_undefined(a) else None
+                               for c, a in zip(in_cts, args[num_res:], strict=True)]
+
+
+def _custom_vjp_batch(args: list[Any], dims: list[Any], **params: Any) -> Any:
+    """Batching keeps the primal computation; the custom rule applies per example."""
+    call = params["call"]
+    size = next(a.shape[d] for a, d in zip(args, dims) if d is not None)
+    bj, bc = U.batch_jaxpr(call, dims, size, [0] * len(call.outvars))
+    return U.run(bj, bc + list(args)), [0] * len(call.outvars)
+
+
+custom_vjp_call_p.abstract_eval = _abstract
+custom_vjp_call_p.impl = _run_impl
+custom_vjp_call_p.jvp = _custom_vjp_jvp
+custom_vjp_call_p.batch = _custom_vjp_batch
+custom_lin_p.abstract_eval = lambda *avals, out_avals, **_: list(out_avals)
+custom_lin_p.impl = _custom_lin_impl
+custom_lin_p.jvp = lambda primals, tangents, **params: (_custom_lin_impl(), None)
+custom_lin_p.transpose = _custom_lin_transpose
+custom_lin_p.batch = lambda args, dims, **params: (_custom_lin_impl(), None)
+
+
+# ---------------------------------------------------------------------------- checkpoint
+
+def checkpoint(fun: Callable[..., Any], prevent_cse: bool = True) -> Callable[..., Any]:
+    """`fun` with rematerialization: reverse mode stores only its inputs."""
+
+    @functools.wraps(fun)
+    def remat_fun(*args: Any) -> Any:
+        jaxpr, consts, leaves, _, out_tree = _trace_fun(fun, args)
+        outs = remat_p.bind(*consts, *leaves, call=jaxpr)
+        return tree_util.tree_unflatten(out_tree, outs)
+
+    return remat_fun
+
+
+def _remat_jvp(primals: list[Any], tangents: list[Any], *, call: Jaxpr) -> tuple[list, list]:
+    nonzero = [t is not None for t in tangents]
+    jj, jc, _ = U.jvp_jaxpr(call, nonzero, True)
+    outs = remat_p.bind(*jc, *primals, *[t for t in tangents if t is not None], call=jj)
+    n = len(call.outvars)
+    return outs[:n], outs[n:]
+
+
+def _remat_partial_eval(trace: StagingTrace, args: list[Any], own: list[bool],
+                        params: dict) -> list[Any]:
+    call = params["call"]
+    _, _, _, out_unknowns, _ = U.partial_eval_flat(call, own)
+    known_outs = [v for v, u in zip(call.outvars, out_unknowns, strict=True) if not u]
+    known_call = Jaxpr([], call.invars, _live_eqns(call.eqns, known_outs), known_outs)
+    with set_current_trace(trace.parent):
+        k_outs = remat_p.bind(*[_known(a, trace) for a in args], call=known_call) \
+            if known_outs else []
+    unknown_outs = [v for v, u in zip(call.outvars, out_unknowns, strict=True) if u]
+    u_call = Jaxpr([], call.invars, _live_eqns(call.eqns, unknown_outs), unknown_outs)
+    u_outs = trace.stage(remat_p, args, dict(call=u_call)) if unknown_outs else []
+    k_it, u_it = iter(k_outs), iter(u_outs)
+    return [next(u_it) if u else next(k_it) for u in out_unknowns]
+
+
+def _known(a: Any, trace: StagingTrace) -> Any:
+    from fgrad.core.trace import own_tracer
+    return zeros(a.shape, a.dtype) if own_tracer(trace, a) else a
+
+
+def _remat_transpose(cts: list[Any], *args: Any, call: Jaxpr) -> list[Any]:
+    linear = [is_undefined(a) for a in args]
+    tj, tc = U.transpose_jaxpr(call, linear)
+    known = [a for a in args if not is_undefined(a)]
+    cts = [zeros(v.aval.shape, v.aval.dtype) if c is None else c
+           for c, v in zip(cts, call.outvars, strict=True)]
+    outs = iter(U.run(tj, tc + known + cts))
+    return [next(outs) if lin else None for lin in linear]
+
+
+def _remat_batch(args: list[Any], dims: list[Any], *, call: Jaxpr) -> Any:
+    size = next(a.shape[d] for a, d in zip(args, dims) if d is not None)
+    bj, bc = U.batch_jaxpr(call, dims, size, [0] * len(call.outvars))
+    return remat_p.bind(*bc, *args, call=bj), [0] * len(call.outvars)
+
+
+remat_p.abstract_eval = _abstract
+remat_p.impl = _run_impl
+remat_p.jvp = _remat_jvp
+remat_p.partial_eval = _remat_partial_eval
+remat_p.transpose = _remat_transpose
+remat_p.batch = _remat_batch
+
+__all__ = ["checkpoint", "custom_jvp", "custom_vjp"]
