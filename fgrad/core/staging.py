@@ -43,10 +43,10 @@ class Origin:
 class StagingTracer(Tracer):
     """A value being recorded into a jaxpr: an aval and its Var."""
 
-    __slots__ = ("_aval", "var", "origin")
+    __slots__ = ("_aval", "_var", "origin")
 
     def __init__(self, trace: "StagingTrace", aval: ShapedArray, origin: Origin | None = None):
-        self._trace, self._aval, self.var, self.origin = trace, aval, Var(aval), origin
+        self._trace, self._aval, self._var, self.origin = trace, aval, Var(aval), origin
 
     @property
     def aval(self) -> ShapedArray:
@@ -80,7 +80,7 @@ class StagingTrace(Trace):
     def atom(self, x: Any) -> Var | Literal:
         """The jaxpr atom for `x`: its Var, a Literal for scalars, else a new constvar."""
         if own_tracer(self, x):
-            return x.var
+            return x._var
         if not isinstance(x, Tracer) and x.ndim == 0:
             return Literal(x._data.reshape(()).item(), x.aval)
         key = id(x)
@@ -105,7 +105,7 @@ class StagingTrace(Trace):
         origin = next((x.origin for x in args if isinstance(x, StagingTracer)
                        and x._trace is self and x.origin), None)
         outs = [StagingTracer(self, aval, origin) for aval in out_avals]
-        self.eqns.append(Eqn(prim, atoms, dict(params), [o.var for o in outs], user_source()))
+        self.eqns.append(Eqn(prim, atoms, dict(params), [o._var for o in outs], user_source()))
         return outs
 
     def build(self, in_tracers: Sequence[StagingTracer], outs: Sequence[Any]
@@ -115,7 +115,7 @@ class StagingTrace(Trace):
         eqns = _live_eqns(self.eqns, out_atoms)
         used = {id(a) for e in eqns for a in e.inputs} | {id(a) for a in out_atoms}
         consts = [(v, val) for v, val in self.const_vars.values() if id(v) in used]
-        jaxpr = Jaxpr([v for v, _ in consts], [t.var for t in in_tracers], eqns, out_atoms)
+        jaxpr = Jaxpr([v for v, _ in consts], [t._var for t in in_tracers], eqns, out_atoms)
         return jaxpr, [val for _, val in consts]
 
 
