@@ -106,6 +106,8 @@ def _exclusive_products(flat: Any) -> Any:
 def cumprod_exclusive(x: Any, axis: int, reverse: bool) -> Any:
     from fgrad.core.prims.movement import concatenate, slice_
     n = x.shape[axis]
+    if n == 0:
+        return x
     from fgrad.core.prims._util import zeros
     ones = zeros(tuple(1 if i == axis else d for i, d in enumerate(x.shape)), x.dtype) + 1
     inc = cumulative(x, axis, reverse, "cumprod")
