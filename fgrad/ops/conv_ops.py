@@ -1,0 +1,250 @@
+"""Convolution as implicit im2col: pad, gather every kernel tap with one strided slice, contract.
+
+`windows(x, kernel, stride, dilation)` turns the trailing spatial axes (..., *S) into
+(..., prod(kernel), *out): one strided `slice_` per kernel offset, stacked. conv2d contracts
+that with the weight in a single `dot_general`; pooling reduces over the tap axis. All of it
+is movement primitives plus one contraction, so grad/vmap/jit need no convolution rule.
+"""
+from __future__ import annotations
+
+import itertools
+import math
+from typing import TYPE_CHECKING, Any, Sequence
+
+from fgrad.core import dtypes as _dt
+from fgrad.core import prims as P
+from fgrad.core.prims._util import fmt_shape
+
+if TYPE_CHECKING:
+    from fgrad.core.tensor import Tensor
+
+Pads = tuple[tuple[int, int], ...]
+
+
+def make_tuple(value: int | Sequence[int], n: int, op: str, name: str) -> tuple[int, ...]:
+    """`value` as an n-tuple of ints: an int is repeated, a sequence must have length n."""
+    if isinstance(value, int):
+        return (int(value),) * n
+    out = tuple(int(v) for v in value)
+    if len(out) != n:
+        raise ValueError(f"{op}: {name} must be an int or a sequence of {n} ints (one per "
+                         f"spatial dimension), got {tuple(value)}")
+    return out
+
+
+def resolve_padding(padding: int | Sequence[int], n: int, op: str) -> Pads:
+    """(lo, hi) per spatial axis from an int, n ints (symmetric per axis), or 2n ints in the
+    flat form (last_lo, last_hi, second_last_lo, second_last_hi, ...), i.e. (left, right,
+    top, bottom) for 2-d."""
+    if isinstance(padding, int):
+        return ((int(padding), int(padding)),) * n
+    flat = tuple(int(p) for p in padding)
+    if len(flat) == n:
+        return tuple((p, p) for p in flat)
+    if len(flat) == 2 * n:
+        return tuple((flat[2 * i], flat[2 * i + 1]) for i in reversed(range(n)))
+    raise ValueError(f"{op}: padding must be an int, {n} ints (one per spatial dimension) or "
+                     f"{2 * n} ints (left, right, top, bottom, ...), got {tuple(padding)}")
+
+
+def output_shape(spatial: Sequence[int], kernel: Sequence[int], stride: Sequence[int],
+                 dilation: Sequence[int]) -> tuple[int, ...]:
+    """Window count per axis of an already padded input (floor division)."""
+    return tuple((s - d * (k - 1) - 1) // st + 1
+                 for s, k, st, d in zip(spatial, kernel, stride, dilation, strict=True))
+
+
+def windows(x: "Tensor", kernel: Sequence[int], stride: Sequence[int],
+            dilation: Sequence[int], op: str) -> "Tensor":
+    """(..., *S) -> (..., prod(kernel), *out): each kernel tap of every window, row-major."""
+    n = len(kernel)
+    lead, spatial = x.shape[:-n], x.shape[-n:]
+    out = output_shape(spatial, kernel, stride, dilation)
+    if any(o < 1 for o in out) or any(k < 1 for k in kernel):
+        raise ValueError(f"{op}: kernel {tuple(kernel)} with dilation {tuple(dilation)} "
+                         f"does not fit the (padded) input of spatial shape {fmt_shape(spatial)}")
+    taps = []
+    for offset in itertools.product(*(range(k) for k in kernel)):
+        start = tuple(o * d for o, d in zip(offset, dilation, strict=True))
+        limit = tuple(s + (m - 1) * st + 1 if m else s
+                      for s, m, st in zip(start, out, stride, strict=True))
+        tap = P.slice_(x, (0,) * len(lead) + start, lead + limit, (1,) * len(lead) + stride)
+        taps.append(P.reshape(tap, lead + (1,) + out))
+    return P.concatenate(taps, len(lead))
+
+
+def pad_spatial(x: "Tensor", pads: Pads, value: Any = 0) -> "Tensor":
+    """Pad (or crop, for negative entries) the trailing len(pads) axes of `x`."""
+    lead = ((0, 0, 0),) * (x.ndim - len(pads))
+    return P.pad(x, lead + tuple((lo, hi, 0) for lo, hi in pads), value)
+
+
+def _same_padding(kernel: Sequence[int], stride: Sequence[int],
+                  dilation: Sequence[int]) -> Pads:
+    if any(s != 1 for s in stride):
+        raise ValueError(f"conv2d: padding='same' needs stride 1, got stride {tuple(stride)}; "
+                         f"pass explicit padding instead")
+    totals = [d * (k - 1) for k, d in zip(kernel, dilation, strict=True)]
+    return tuple((t // 2, t - t // 2) for t in totals)
+
+
+def _conv_padding(padding: Any, kernel: tuple[int, ...], stride: tuple[int, ...],
+                  dilation: tuple[int, ...]) -> Pads:
+    if padding == "valid":
+        return ((0, 0),) * len(kernel)
+    if padding == "same":
+        return _same_padding(kernel, stride, dilation)
+    if isinstance(padding, str):
+        raise ValueError(f"conv2d: padding must be 'valid', 'same', an int or a sequence of "
+                         f"ints, got {padding!r}")
+    return resolve_padding(padding, len(kernel), "conv2d")
+
+
+def _check_conv(x: "Tensor", weight: "Tensor", bias: "Tensor | None", groups: int) -> None:
+    n = weight.ndim - 2
+    where = f"input {fmt_shape(x.shape)}, weight {fmt_shape(weight.shape)}"
+    if n < 1:
+        raise ValueError(f"conv2d: weight must be (out_channels, in_channels/groups, *kernel) "
+                         f"with at least one spatial axis, got {fmt_shape(weight.shape)}")
+    if x.ndim != n + 2:
+        raise ValueError(f"conv2d: a {n}-d convolution needs a {n + 2}-d input (batch, "
+                         f"channels, *spatial) or {n + 1}-d unbatched input; got {where}")
+    if groups < 1 or weight.shape[0] % groups:
+        raise ValueError(f"conv2d: out_channels {weight.shape[0]} is not divisible by "
+                         f"groups={groups} ({where})")
+    if x.shape[1] != weight.shape[1] * groups:
+        raise ValueError(f"conv2d: input has {x.shape[1]} channels but weight expects "
+                         f"in_channels/groups * groups = {weight.shape[1]} * {groups} = "
+                         f"{weight.shape[1] * groups} ({where})")
+    if bias is not None and tuple(bias.shape) != (weight.shape[0],):
+        raise ValueError(f"conv2d: bias must have shape ({weight.shape[0]},) to match "
+                         f"out_channels, got {fmt_shape(bias.shape)}")
+
+
+def _cast_operands(*xs: "Tensor | None", dtype: Any) -> list["Tensor | None"]:
+    present = [x for x in xs if x is not None]
+    if dtype is None:
+        common = present[0].dtype
+        for x in present[1:]:
+            common = _dt.promote(common, x.dtype)
+    else:
+        common = _dt.to_dtype(dtype)
+    return [None if x is None else x.cast(common) for x in xs]
+
+
+def _add_bias(out: "Tensor", bias: "Tensor | None") -> "Tensor":
+    if bias is None:
+        return out
+    return out + bias.reshape((1, bias.shape[0]) + (1,) * (out.ndim - 2))
+
+
+def conv_nd(x: "Tensor", weight: "Tensor", groups: int, stride: tuple[int, ...],
+            dilation: tuple[int, ...], pads: Pads) -> "Tensor":
+    """Batched grouped convolution (no bias) of padded patches with one dot_general."""
+    n = weight.ndim - 2
+    batch, c_out, c_in_g, kernel = x.shape[0], weight.shape[0], weight.shape[1], weight.shape[2:]
+    patches = windows(pad_spatial(x, pads), kernel, stride, dilation, "conv2d")
+    out_sp = patches.shape[3:]
+    taps = math.prod(kernel)
+    patches = P.reshape(patches, (batch, groups, c_in_g, taps) + out_sp)
+    w = P.reshape(weight, (groups, c_out // groups, c_in_g, taps))
+    out = P.dot_general(patches, w, (((2, 3), (2, 3)), ((1,), (0,))))
+    out = P.transpose(out, (1, 0, n + 2) + tuple(range(2, n + 2)))
+    return P.reshape(out, (batch, c_out) + out_sp)
+
+
+class ConvOpsMixin:
+    """Tensor methods: conv2d (any number of spatial dims) and conv_transpose2d."""
+
+    __slots__ = ()
+
+    def conv2d(self, weight: "Tensor", bias: "Tensor | None" = None, groups: int = 1,
+               stride: int | Sequence[int] = 1, dilation: int | Sequence[int] = 1,
+               padding: int | Sequence[int] | str = 0, dtype: Any = None) -> "Tensor":
+        """Cross-correlation of self (N, C_in, *S) with weight (C_out, C_in/groups, *K).
+
+        The number of spatial dims is weight.ndim - 2 (1-d, 2-d, 3-d, ...); an input without
+        the batch axis is accepted. padding: int, one int per spatial dim, the flat form
+        (left, right, top, bottom, ...), or 'valid'/'same' (stride 1). `dtype` casts the
+        operands first (else they are promoted to a common dtype).
+        """
+        squeeze = self.ndim == weight.ndim - 1
+        x = self.reshape((1,) + self.shape) if squeeze else self
+        _check_conv(x, weight, bias, groups)
+        x, weight, bias = _cast_operands(x, weight, bias, dtype=dtype)
+        n = weight.ndim - 2
+        stride_t = make_tuple(stride, n, "conv2d", "stride")
+        dilation_t = make_tuple(dilation, n, "conv2d", "dilation")
+        pads = _conv_padding(padding, weight.shape[2:], stride_t, dilation_t)
+        out = _add_bias(conv_nd(x, weight, groups, stride_t, dilation_t, pads), bias)
+        return out.reshape(out.shape[1:]) if squeeze else out
+
+    def conv_transpose2d(self, weight: "Tensor", bias: "Tensor | None" = None, groups: int = 1,
+                         stride: int | Sequence[int] = 1, dilation: int | Sequence[int] = 1,
+                         padding: int | Sequence[int] = 0,
+                         output_padding: int | Sequence[int] = 0) -> "Tensor":
+        """Transposed convolution of self (N, C_in, *S) with weight (C_in, C_out/groups, *K).
+
+        Spatial size: (S - 1) * stride - pad_lo - pad_hi + dilation * (K - 1) +
+        output_padding + 1. Padding forms as in conv2d (no strings).
+        """
+        x, n = self, weight.ndim - 2
+        squeeze = x.ndim == n + 1
+        x = x.reshape((1,) + x.shape) if squeeze else x
+        _check_transpose(x, weight, groups)
+        stride_t = make_tuple(stride, n, "conv_transpose2d", "stride")
+        dilation_t = make_tuple(dilation, n, "conv_transpose2d", "dilation")
+        out_pad = make_tuple(output_padding, n, "conv_transpose2d", "output_padding")
+        pads = resolve_padding(padding, n, "conv_transpose2d")
+        _check_output_padding(out_pad, stride_t, dilation_t)
+        config = _transpose_pad_config(x, weight, stride_t, dilation_t, pads, out_pad)
+        dilated = P.pad(x, ((0, 0, 0), (0, 0, 0)) + config)
+        out = dilated.conv2d(_transposed_weight(weight, groups), bias, groups, 1, dilation_t, 0)
+        return out.reshape(out.shape[1:]) if squeeze else out
+
+
+def _check_transpose(x: "Tensor", weight: "Tensor", groups: int) -> None:
+    where = f"input {fmt_shape(x.shape)}, weight {fmt_shape(weight.shape)}"
+    if weight.ndim < 3 or x.ndim != weight.ndim:
+        raise ValueError(f"conv_transpose2d: weight must be (in_channels, out_channels/groups, "
+                         f"*kernel) and input (batch, in_channels, *spatial); got {where}")
+    if groups < 1 or weight.shape[0] % groups:
+        raise ValueError(f"conv_transpose2d: in_channels {weight.shape[0]} is not divisible "
+                         f"by groups={groups} ({where})")
+    if x.shape[1] != weight.shape[0]:
+        raise ValueError(f"conv_transpose2d: input has {x.shape[1]} channels but weight "
+                         f"expects {weight.shape[0]} ({where})")
+
+
+def _check_output_padding(out_pad: tuple[int, ...], stride: tuple[int, ...],
+                          dilation: tuple[int, ...]) -> None:
+    for op, s, d in zip(out_pad, stride, dilation, strict=True):
+        if not 0 <= op < max(s, d):
+            raise ValueError(f"conv_transpose2d: output_padding {out_pad} must be smaller than "
+                             f"stride {stride} or dilation {dilation}")
+
+
+def _transpose_pad_config(x: "Tensor", weight: "Tensor", stride: tuple[int, ...],
+                          dilation: tuple[int, ...], pads: Pads,
+                          out_pad: tuple[int, ...]) -> tuple[tuple[int, int, int], ...]:
+    """(lo, hi, interior) per spatial axis: spread the input by stride, then pad by the
+    kernel reach minus the requested padding (plus output_padding on the high side)."""
+    kernel = weight.shape[2:]
+    config = tuple((d * (k - 1) - lo, d * (k - 1) - hi + op, s - 1) for k, d, (lo, hi), op, s
+                   in zip(kernel, dilation, pads, out_pad, stride, strict=True))
+    out_sp = tuple((m - 1) * s - lo - hi + d * (k - 1) + op + 1 for m, s, (lo, hi), d, k, op
+                   in zip(x.shape[2:], stride, pads, dilation, kernel, out_pad, strict=True))
+    if any(m < 1 for m in out_sp) or 0 in x.shape[2:]:
+        raise ValueError(f"conv_transpose2d: padding {pads} leaves output size {out_sp} for "
+                         f"input {fmt_shape(x.shape)} and weight {fmt_shape(weight.shape)}")
+    return config
+
+
+def _transposed_weight(weight: "Tensor", groups: int) -> "Tensor":
+    """(C_in, C_out/g, *K) -> (C_out, C_in/g, *K) per group, kernel flipped."""
+    c_in, c_out_g, kernel = weight.shape[0], weight.shape[1], weight.shape[2:]
+    n = len(kernel)
+    w = P.reshape(weight, (groups, c_in // groups, c_out_g) + kernel)
+    w = P.transpose(w, (0, 2, 1) + tuple(range(3, n + 3)))
+    w = P.reshape(w, (groups * c_out_g, c_in // groups) + kernel)
+    return P.rev(w, tuple(range(2, n + 2)))
