@@ -23,7 +23,7 @@ def _flat_fn(fn: Callable[..., Any], in_tree: Any, out_box: list[Any],
                 raise TypeError(f"{fn_name(fn)} was transformed with has_aux=True, so it must "
                                 f"return a pair (output, aux); got {type(out).__name__}")
             out, aux = out
-            out_box.append(aux)
+            out_box.append(_primal_values(aux))
         leaves_out, tree = tree_util.tree_flatten(out)
         out_box.insert(0, tree)
         for leaf in leaves_out:
@@ -32,6 +32,27 @@ def _flat_fn(fn: Callable[..., Any], in_tree: Any, out_box: list[Any],
                                 f"differentiated functions must be Tensors")
         return leaves_out
     return flat
+
+
+def _primal_values(tree: Any) -> Any:
+    """`tree` with this trace's JVP tracers replaced by their primals (aux is not
+    differentiated, and its tracers must not leak out of the transformation)."""
+    from fgrad.core.trace import current_trace
+    trace = current_trace()
+    split = getattr(trace, "split", None)
+    if split is None:
+        return tree
+    return tree_util.tree_map(lambda a: split(a)[0] if isinstance(a, Tensor) else a, tree)
+
+
+def _primal_of(x: Any) -> Any:
+    """An aux output leaves the transformation as a plain value (no derivative)."""
+    from fgrad.core.trace import current_trace
+    from fgrad.transforms.jvp import JVPTracer
+    trace = current_trace()
+    if isinstance(x, JVPTracer) and x._trace is trace:
+        return x.primal
+    return x
 
 
 def vjp(fn: Callable[..., Any], *primals: Any, has_aux: bool = False) -> Any:
