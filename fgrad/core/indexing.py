@@ -25,7 +25,7 @@ def _normalize(tensor: Any, index: Any) -> list[Any]:
     for it in items:
         if isinstance(it, (list, np.ndarray)) or (isinstance(it, Tensor) and it.ndim > 0) or (
                 isinstance(it, Tensor) and not it.dtype.is_int):
-            it = it if isinstance(it, Tensor) else Tensor(np.asarray(it))
+            it = it if isinstance(it, Tensor) else Tensor(_index_array(it))
             if it.dtype == dtypes.bool:
                 out.extend(_mask_to_indices(it))
                 continue
@@ -52,6 +52,11 @@ def _normalize(tensor: Any, index: Any) -> list[Any]:
     return out
 
 
+def _index_array(it: Any) -> np.ndarray:
+    arr = np.asarray(it)
+    return arr.astype(np.int32) if arr.size == 0 and arr.dtype.kind == "f" else arr
+
+
 def _concrete_ok(t: Any) -> bool:
     from fgrad.core.tensor import Tracer
     return not isinstance(t, Tracer)
@@ -69,8 +74,9 @@ def getitem(x: Any, index: Any) -> Any:
     """`x[index]` with NumPy semantics."""
     items = _normalize(x, index)
     y, advanced, axis = x, [], 0
-    kept_axes: list[int] = []
+    src_axis = 0  # the axis of `x` that the current item indexes (for error messages)
     for it in items:
+        src_axis += it is not None
         if it is None:
             y = P.reshape(y, y.shape[:axis] + (1,) + y.shape[axis:])
             axis += 1
@@ -80,11 +86,12 @@ def getitem(x: Any, index: Any) -> Any:
         elif _is_int(it):
             n = y.shape[axis]
             if not -n <= it < n:
-                raise IndexError(f"index {it} is out of bounds for axis {len(kept_axes)} with "
+                raise IndexError(f"index {it} is out of bounds for axis {src_axis - 1} with "
                                  f"size {n}")
             y = P.slice_(y, _at(y, axis, 0, it % n), _at(y, axis, y.shape[axis], it % n + 1))
             y = P.reshape(y, y.shape[:axis] + y.shape[axis + 1:])
         else:
+            _check_bounds(it, y.shape[axis], src_axis - 1)
             advanced.append((axis, it))
             axis += 1
     return _advanced(y, advanced) if advanced else y
@@ -115,13 +122,17 @@ def _slice_axis(y: Any, axis: int, s: slice) -> Any:
     return _slice_axis(flipped, axis, slice(first, first + (count - 1) * (-step) + 1, -step))
 
 
-def _checked_index(idx: Any, n: int, axis: int) -> Any:
+def _check_bounds(idx: Any, n: int, axis: int) -> None:
+    """Raise IndexError if a concrete integer-array index has an entry outside [-n, n)."""
     from fgrad.core.tensor import Tracer
     if not isinstance(idx, Tracer):
         arr = idx.numpy()
         if arr.size and (arr.min() < -n or arr.max() >= n):
             bad = arr[(arr < -n) | (arr >= n)].reshape(-1)[0]
             raise IndexError(f"index {bad} is out of bounds for axis {axis} with size {n}")
+
+
+def _wrap_negative(idx: Any, n: int) -> Any:
     return (idx >= 0).where(idx, idx + n) if not idx.dtype.is_unsigned else idx
 
 
@@ -137,7 +148,7 @@ def _advanced(y: Any, advanced: list[tuple[int, Any]]) -> Any:
     linear = None
     for (a, idx), stride_pos in zip(advanced, range(len(advanced))):
         stride = int(np.prod(sizes[stride_pos + 1:]))
-        part = broadcast_to(_checked_index(idx, y.shape[a], a).cast(dtypes.int32), idx_shape)
+        part = broadcast_to(_wrap_negative(idx, y.shape[a]).cast(dtypes.int32), idx_shape)
         part = part * stride if stride != 1 else part
         linear = part if linear is None else linear + part
     out = P.gather(flat, linear)

@@ -226,7 +226,8 @@ def typecheck_jaxpr(jaxpr: Jaxpr) -> None:
     for eqn in jaxpr.eqns:
         for a in eqn.inputs:
             check_atom(a)
-        expected = eqn.primitive.abstract_eval(*[a.aval for a in eqn.inputs], **eqn.params)
+        expected = eqn.primitive.abstract_eval_list(*[a.aval for a in eqn.inputs],
+                                                    **eqn.params)
         got = [v.aval for v in eqn.outvars]
         if list(expected) != got:
             raise JaxprTypeError(f"{eqn.primitive.name}: rule gives {expected}, eqn has {got}")

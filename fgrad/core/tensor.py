@@ -32,10 +32,17 @@ def _from_python(data: Any, dtype: DType | None) -> np.ndarray:
     if isinstance(data, (bool, int, float)):
         dtype = dtype or _dt.scalar_default_dtype(data)
         return _checked_cast(np.asarray(data), dtype, data)
-    arr = np.asarray(data)
-    if arr.dtype == object:
-        raise TypeError(f"cannot build a Tensor from {type(data).__name__}: ragged nesting or "
-                        f"unsupported elements")
+    try:
+        arr = np.asarray(data)
+    except ValueError:
+        raise ValueError(f"cannot build a Tensor from a ragged nested {type(data).__name__}: "
+                         f"every row must have the same length") from None
+    if arr.dtype == object and all(_dt.weak_type_of(v) == "i" for v in arr.flat):
+        raise OverflowError("a Python int is too large for any fgrad integer dtype (int64 "
+                            "is the widest)")
+    if arr.dtype.kind not in "biuf":
+        raise TypeError(f"cannot build a Tensor from {type(data).__name__}: elements must be "
+                        f"Python numbers or bools, got NumPy dtype {arr.dtype}")
     if dtype is None:
         kind = arr.dtype.kind
         dtype = {"b": dtypes.bool, "f": dtypes.default_float}.get(kind, dtypes.default_int)
@@ -50,7 +57,8 @@ def _checked_cast(arr: np.ndarray, dtype: DType, source: Any) -> np.ndarray:
         if arr.min() < info.min or arr.max() > info.max:
             raise OverflowError(f"value out of range for {dtype!r}: pass dtype=dtypes.int64 "
                                 f"(or a wider type) to Tensor(...)")
-    return arr.astype(dtype.np)
+    with np.errstate(over="ignore"):  # float overflow gives inf, as in PyTorch
+        return arr.astype(dtype.np)
 
 
 def _freeze(arr: np.ndarray) -> np.ndarray:
@@ -79,7 +87,7 @@ class Tensor(MathMixin, MovementMixin, ReduceMixin, CreationMixin, MathOpsMixin,
         if isinstance(data, Tensor):
             arr = data._data if dtype is None else data._data.astype(dtype.np)
         elif isinstance(data, np.ndarray) or np.isscalar(data) and isinstance(data, np.generic):
-            arr = np.asarray(data)
+            arr = np.array(data)  # a copy: never freeze or alias the caller's array
             _dt.from_numpy(arr.dtype)
             arr = arr if dtype is None else arr.astype(dtype.np)
         else:
@@ -152,15 +160,16 @@ class Tensor(MathMixin, MovementMixin, ReduceMixin, CreationMixin, MathOpsMixin,
         return np.array(self._concrete("numpy()"))
 
     def data(self) -> memoryview:
-        """The raw data as a (read-only) memoryview."""
-        return memoryview(np.ascontiguousarray(self._concrete("data()")))
+        """The raw data as a (read-only) memoryview (bfloat16 as its uint16 bit patterns)."""
+        arr = np.ascontiguousarray(self._concrete("data()"))
+        return memoryview(arr.view(np.uint16) if arr.dtype == dtypes.bfloat16.np else arr)
 
     def item(self) -> Any:
         """The value of a one-element Tensor as a Python number."""
         arr = self._concrete("item()")
         if arr.size != 1:
             raise ValueError(f"item() needs a Tensor with one element, got shape {arr.shape}")
-        return arr.reshape(()).item() if arr.dtype != dtypes.bfloat16.np else float(arr)
+        return arr.reshape(()).item() if arr.dtype != dtypes.bfloat16.np else float(arr.flat[0])
 
     def tolist(self) -> Any:
         """The data as (nested) Python lists; a scalar for a 0-d Tensor."""
@@ -171,7 +180,9 @@ class Tensor(MathMixin, MovementMixin, ReduceMixin, CreationMixin, MathOpsMixin,
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         arr = self._concrete("np.asarray()")
-        return arr if dtype is None else arr.astype(dtype)
+        if dtype is not None and np.dtype(dtype) != arr.dtype:
+            return arr.astype(dtype)
+        return np.array(arr) if copy else arr
 
     def __bool__(self) -> bool:
         arr = self._concrete("bool()")

@@ -260,6 +260,10 @@ class MathMixin:
     def __rxor__(self, o: Any) -> "Tensor": return self._bitwise(o, P.xor_p, "xor", True)
     def __lshift__(self, o: Any) -> "Tensor": return self.lshift(o)
     def __rshift__(self, o: Any) -> "Tensor": return self.rshift(o)
+    def __rlshift__(self, o: Any) -> "Tensor":
+        return self._bitwise(o, P.shift_left_p, "lshift", True)
+    def __rrshift__(self, o: Any) -> "Tensor":
+        return self._bitwise(o, P.shift_right_p, "rshift", True)
     def __invert__(self) -> "Tensor": return self.bitwise_not()
     def __neg__(self) -> "Tensor": return self.neg()
     def __pos__(self) -> "Tensor": return self  # type: ignore[return-value]

@@ -64,12 +64,14 @@ class ReduceMixin:
         return _keep(self, P.reduce_min(self, axes), axes, keepdim)
 
     def any(self, axis: Axis = None, keepdim: bool = False) -> "Tensor":
-        """True if any element along `axis` is nonzero."""
-        return self.cast(dtypes.bool).max(axis, keepdim)
+        """True if any element along `axis` is nonzero (False over an empty axis)."""
+        x = self.cast(dtypes.bool)
+        return x.sum(axis, keepdim) != 0 if x.numel() == 0 else x.max(axis, keepdim)
 
     def all(self, axis: Axis = None, keepdim: bool = False) -> "Tensor":
-        """True if every element along `axis` is nonzero."""
-        return self.cast(dtypes.bool).min(axis, keepdim)
+        """True if every element along `axis` is nonzero (True over an empty axis)."""
+        x = self.cast(dtypes.bool)
+        return x.sum(axis, keepdim) == 0 if x.numel() == 0 else x.min(axis, keepdim)
 
     def mean(self, axis: Axis = None, keepdim: bool = False) -> "Tensor":
         """Arithmetic mean over `axis` (ints give float32)."""
