@@ -62,21 +62,18 @@ def _dot_abstract(x: ShapedArray, y: ShapedArray, *, dimension_numbers: DimNums)
 
 
 def _dot_impl(x: np.ndarray, y: np.ndarray, *, dimension_numbers: DimNums) -> np.ndarray:
+    """Permute to (batch, free, contract) x (batch, contract, free) and call BLAS matmul."""
     (xc, yc), (xb, yb) = dimension_numbers
     xf, yf = _free(x.ndim, xc, xb), _free(y.ndim, yc, yb)
-    letters = iter("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
-    xs, ys = [""] * x.ndim, [""] * y.ndim
-    for a, b in zip(xb + xc, yb + yc):
-        xs[a] = ys[b] = next(letters)
-    for a in xf:
-        xs[a] = next(letters)
-    for b in yf:
-        ys[b] = next(letters)
-    out = "".join(xs[a] for a in xb) + "".join(xs[a] for a in xf) + "".join(ys[b] for b in yf)
-    acc = np.float32 if x.dtype in (np.float16, dtypes.bfloat16.np) else None
-    if acc is not None:
-        x, y = x.astype(acc), y.astype(acc)
-    return np.einsum(f"{''.join(xs)},{''.join(ys)}->{out}", x, y, optimize=True)
+    if x.dtype in (np.float16, dtypes.bfloat16.np):
+        x, y = x.astype(np.float32), y.astype(np.float32)
+    size = lambda arr, axes: int(np.prod([arr.shape[a] for a in axes]))  # noqa: E731
+    b, m, k, n = size(x, xb), size(x, xf), size(x, xc), size(y, yf)
+    x3 = np.transpose(x, xb + xf + xc).reshape(b, m, k)
+    y3 = np.transpose(y, yb + yc + yf).reshape(b, k, n)
+    out = np.matmul(x3, y3)
+    shape = tuple(x.shape[a] for a in xb + xf) + tuple(y.shape[a] for a in yf)
+    return out.reshape(shape)
 
 
 def dot_general(x: Any, y: Any, dimension_numbers: DimNums) -> Any:
