@@ -1,1 +1,45 @@
-"""fgrad.nn"""
+"""fgrad.nn: `Module` (immutable pytree records), layers, and `state` (checkpoint files).
+
+A model is a pytree of Tensors: pass it to `fgrad.grad`, `vmap`, `jit` and optimizers as is.
+`nn.state` is imported on first use.
+"""
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from fgrad.nn.layers import (
+    BatchNorm,
+    BatchNorm1d,
+    BatchNorm2d,
+    Conv1d,
+    Conv2d,
+    ConvTranspose1d,
+    ConvTranspose2d,
+    Dropout,
+    Embedding,
+    GroupNorm,
+    InstanceNorm,
+    Lambda,
+    LayerNorm,
+    LayerNorm2d,
+    Linear,
+    RMSNorm,
+    Sequential,
+)
+from fgrad.nn.layers_attention import MultiHeadAttention
+from fgrad.nn.layers_rnn import GRUCell, LSTMCell
+from fgrad.nn.module import FrozenModuleError, Module, tree_at
+
+__all__ = ["BatchNorm", "BatchNorm1d", "BatchNorm2d", "Conv1d", "Conv2d", "ConvTranspose1d",
+           "ConvTranspose2d", "Dropout", "Embedding", "FrozenModuleError", "GRUCell",
+           "GroupNorm", "InstanceNorm", "LSTMCell", "Lambda", "LayerNorm", "LayerNorm2d",
+           "Linear", "Module", "MultiHeadAttention", "RMSNorm", "Sequential", "state",
+           "tree_at"]
+
+
+def __getattr__(name: str) -> Any:
+    """Import `fgrad.nn.state` lazily, so the layers work even while it is unavailable."""
+    if name == "state":
+        return importlib.import_module("fgrad.nn.state")
+    raise AttributeError(f"module 'fgrad.nn' has no attribute {name!r}")
