@@ -5,7 +5,7 @@ from fgrad.core.api_util import make_jaxpr
 from fgrad.core.dtypes import DType, dtypes
 from fgrad.core.ir import ClosedJaxpr, Jaxpr
 from fgrad.core.tensor import ConcretizationError, Tensor
-from fgrad import lax, optim, random
+from fgrad import lax, nn, optim, random
 from fgrad.transforms import (checkpoint, custom_jvp, custom_vjp, grad, hessian, jacfwd,
                               jacrev, jit, jvp, linearize, stop_gradient, value_and_grad,
                               vjp, vmap)
@@ -14,5 +14,5 @@ remat = checkpoint
 __version__ = "0.1.0"
 __all__ = ["ClosedJaxpr", "ConcretizationError", "DType", "Jaxpr", "Tensor", "checkpoint",
            "custom_jvp", "custom_vjp", "dtypes", "grad", "hessian", "jacfwd", "jacrev", "jit",
-           "jvp", "lax", "linearize", "make_jaxpr", "optim", "random", "remat", "stop_gradient",
+           "jvp", "lax", "linearize", "make_jaxpr", "nn", "optim", "random", "remat", "stop_gradient",
            "tree_util", "value_and_grad", "vjp", "vmap"]
