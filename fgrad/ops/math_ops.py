@@ -329,3 +329,29 @@ class MathOpsMixin:
     def cummin(self, axis: int = 0) -> tuple["Tensor", "Tensor"]:
         """(running min, int32 index where it occurred, the latest one on ties) along `axis`."""
         return self._cum_extremum(axis, "cummin")
+
+    def multinomial(self, num_samples: int = 1, replacement: bool = False, *,
+                    key: Any) -> "Tensor":
+        """`num_samples` int32 indices drawn with probability proportional to self (1-d, or
+        one distribution per row of a 2-d Tensor); without replacement (the default) they
+        are distinct (Gumbel top-k). Needs `key=` from fgrad.random."""
+        from fgrad import random
+        if self.ndim not in (1, 2) or num_samples < 1:
+            raise ValueError(f"multinomial: weights must be 1-d or 2-d and num_samples >= 1, "
+                             f"got shape {self.shape} and num_samples={num_samples}")
+        w = self.reshape(1, -1) if self.ndim == 1 else self
+        w = w.cast(dtypes.float32) if not w.dtype.is_float else w
+        rows, n = w.shape
+        if not replacement and num_samples > n:
+            raise ValueError(f"multinomial: cannot draw {num_samples} distinct samples from "
+                             f"{n} categories; pass replacement=True")
+        if replacement:
+            cdf = w.cumsum(axis=1) / w.sum(axis=1, keepdim=True)
+            u = random.uniform(key, (rows, num_samples), cdf.dtype)
+            below = (u.reshape(rows, num_samples, 1) >= cdf.reshape(rows, 1, n))
+            out = below.sum(axis=2).minimum(n - 1).cast(dtypes.int32)
+        else:
+            logits = (w > 0).where(w.maximum(1e-38).log(), -math.inf)
+            perturbed = logits + random.gumbel(key, (rows, n), logits.dtype)
+            out = perturbed.topk(num_samples, dim=1)[1].cast(dtypes.int32)
+        return out.reshape(num_samples) if self.ndim == 1 else out

@@ -360,3 +360,21 @@ def test_vmap_matches_a_loop(op, kwargs):
     for j, out in enumerate(batched):
         looped = np.stack([r[j].numpy() for r in rows])
         np.testing.assert_allclose(out.numpy(), looped, rtol=1e-6, atol=1e-7, equal_nan=True)
+
+
+def test_multinomial_frequencies_and_distinctness() -> None:
+    """With replacement: frequencies match the normalized weights; without: distinct,
+    never a zero-weight category."""
+    from fgrad import random
+    t = Tensor([1.0, 2.0, 3.0, 4.0])
+    draws = t.multinomial(40000, replacement=True, key=random.key(1)).numpy()
+    assert draws.dtype == np.int32 and draws.shape == (40000,)
+    np.testing.assert_allclose(np.bincount(draws, minlength=4) / 40000,
+                               [0.1, 0.2, 0.3, 0.4], atol=0.01)
+    for seed in range(20):
+        rows = Tensor([[0.0, 1.0, 1.0, 2.0], [5.0, 0.0, 1.0, 0.0]]).multinomial(
+            2, key=random.key(seed)).numpy()
+        assert len(set(rows[0])) == 2 and 0 not in rows[0]
+        assert sorted(rows[1]) == [0, 2]
+    with pytest.raises(ValueError, match="replacement=True"):
+        t.multinomial(5, key=random.key(0))
