@@ -117,6 +117,7 @@ def value_and_grad(fn: Callable[..., Any], argnums: ArgNums = 0, has_aux: bool =
                 full[n] = a
             return fn(*full, **kwargs)
 
+        partial_fn.__name__ = fn_name(fn)  # errors name the user's function
         res = vjp(partial_fn, *[args[n] for n in nums], has_aux=has_aux)
         out, vjp_fn = res[0], res[1]
         if not isinstance(out, Tensor) or out.shape != () or not out.dtype.is_float:

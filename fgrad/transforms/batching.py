@@ -125,10 +125,13 @@ def vmap(fn: Callable[..., Any], in_axes: Any = 0, out_axes: Any = 0,
                              f"{len(args)} positional arguments")
         axes = _broadcast_prefix(spec, args, "in_axes")
         leaves, in_tree, _ = flatten_args(args, fn)
-        axes = [None if a is None else a % max(x.ndim, 1) for a, x in zip(axes, leaves)]
         size = _axis_size(fn, leaves, axes, axis_size)
+        axes = [None if a is None else a % max(x.ndim, 1)
+                for a, x in zip(axes, leaves, strict=True)]
         trace = BatchTrace(current_trace(), size)
-        ins = [x if a is None else BatchTracer(trace, x, a) for x, a in zip(leaves, axes)]
+        raw = tree_util.tree_leaves(tuple(args))
+        ins = [_unmapped(r, x) if a is None else BatchTracer(trace, x, a)
+               for r, x, a in zip(raw, leaves, axes, strict=True)]
         with set_current_trace(trace):
             out = fn(*tree_util.tree_unflatten(in_tree, ins))
         out_leaves, out_tree = tree_util.tree_flatten(out)
@@ -137,6 +140,11 @@ def vmap(fn: Callable[..., Any], in_axes: Any = 0, out_axes: Any = 0,
         return tree_util.tree_unflatten(out_tree, results)
 
     return batched
+
+
+def _unmapped(raw: Any, leaf: Tensor) -> Any:
+    """An unmapped argument: Python scalars stay weakly typed, as in eager code."""
+    return raw if isinstance(raw, (bool, int, float)) else leaf
 
 
 def _finish(trace: BatchTrace, out: Any, out_axis: int | None, size: int) -> Any:
@@ -148,4 +156,7 @@ def _finish(trace: BatchTrace, out: Any, out_axis: int | None, size: int) -> Any
             raise ValueError("vmap: out_axes=None but the output depends on the mapped axis")
         return val
     ndim = val.ndim + (1 if bdim is None else 0)
+    if not -ndim <= out_axis < ndim:
+        raise ValueError(f"vmap: out_axes {out_axis} is out of range for an output that has "
+                         f"{ndim} dimensions once batched; use -{ndim} <= out_axes < {ndim}")
     return move_bdim(val, bdim, out_axis % ndim, size)

@@ -194,12 +194,33 @@ def _custom_lin_transpose(cts: list[Any], *args: Any, bwd: Any, res_tree: Any, n
                                for c, a in zip(in_cts, args[num_res:], strict=True)]
 
 
-def _custom_vjp_batch(args: list[Any], dims: list[Any], **params: Any) -> Any:
-    """Batching keeps the primal computation; the custom rule applies per example."""
-    call = params["call"]
-    size = next(a.shape[d] for a, d in zip(args, dims) if d is not None)
-    bj, bc = U.batch_jaxpr(call, dims, size, [0] * len(call.outvars))
-    return U.run(bj, bc + list(args)), [0] * len(call.outvars)
+def _custom_vjp_batch(args: list[Any], dims: list[Any], *, call: Jaxpr, fwd: Any, bwd: Any,
+                      num_consts: int) -> Any:
+    """Batch the primal jaxpr and vmap fwd/bwd, so the custom rule survives under vmap."""
+    from fgrad.core.prims import move_bdim_public
+    from fgrad.transforms.batching import vmap
+    size = next(a.shape[d] for a, d in zip(args, dims, strict=True) if d is not None)
+    moved = [move_bdim_public(a, d, 0, size) for a, d in zip(args, dims, strict=True)]
+    n_out = len(call.outvars)
+    new_call, batch_consts = U.batch_jaxpr(call, [0] * len(args), size, [0] * n_out)
+    tree_box: list[Any] = []
+
+    def batched_fwd(primals: list[Any]) -> tuple[list, list, Any]:
+        def one(*xs: Any) -> tuple[list, list]:
+            out, res, res_tree = fwd(list(xs))
+            tree_box.append(res_tree)
+            return list(out), list(res)
+        out, res = vmap(one)(*primals)
+        return list(out), list(res), tree_box[-1]
+
+    def batched_bwd(res: list[Any], res_tree: Any, cts: list[Any]) -> list[Any]:
+        return list(vmap(lambda r, c: bwd(list(r), res_tree, list(c)))(res, cts))
+
+    batched_fwd.__name__ = f"vmap({fn_name(fwd)})"
+    batched_bwd.__name__ = f"vmap({fn_name(bwd)})"
+    outs = custom_vjp_call_p.bind(*batch_consts, *moved, call=new_call, fwd=batched_fwd,
+                                  bwd=batched_bwd, num_consts=len(batch_consts) + num_consts)
+    return outs, [0] * n_out
 
 
 custom_vjp_call_p.abstract_eval = _abstract
@@ -257,12 +278,18 @@ def _known(a: Any, trace: StagingTrace) -> Any:
 
 
 def _remat_transpose(cts: list[Any], *args: Any, call: Jaxpr) -> list[Any]:
+    """Recompute the primal part of `call` now (partial evaluation), then transpose only its
+    linear part, so primitives mixing primal and tangent work (a jvp'd scan) transpose."""
     linear = [is_undefined(a) for a in args]
-    tj, tc = U.transpose_jaxpr(call, linear)
+    k_jaxpr, k_consts, u_jaxpr, out_unknowns, n_res = U.partial_eval_flat(call, linear)
     known = [a for a in args if not is_undefined(a)]
-    cts = [zeros(v.aval.shape, v.aval.dtype) if c is None else c
-           for c, v in zip(cts, call.outvars, strict=True)]
-    outs = iter(U.run(tj, tc + known + cts))
+    k_outs = U.run(k_jaxpr, k_consts + known)
+    residuals = k_outs[len(k_outs) - n_res:]
+    n_lin = len(u_jaxpr.invars) - n_res
+    tj, tc = U.transpose_jaxpr(u_jaxpr, [False] * n_res + [True] * n_lin)
+    u_cts = [zeros(v.aval.shape, v.aval.dtype) if c is None else c
+             for c, v, u in zip(cts, call.outvars, out_unknowns, strict=True) if u]
+    outs = iter(U.run(tj, tc + residuals + u_cts))
     return [next(outs) if lin else None for lin in linear]
 
 

@@ -36,6 +36,8 @@ def executable_for(jaxpr: Jaxpr, backend: str) -> Executable:
     """The compiled executable of `jaxpr` for `backend` (compiled on first use)."""
     per_backend = _cache.setdefault(jaxpr, {})
     if backend not in per_backend:
+        if backend not in COMPILERS and backend != "numpy":
+            import fgrad.lower  # noqa: F401  (registers the native compilers)
         if backend not in COMPILERS:
             available = ", ".join(sorted(COMPILERS))
             raise ValueError(f"jit backend {backend!r} is not available here; available: "

@@ -7,7 +7,9 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from fgrad.core import tree_util
-from fgrad.core.tensor import Tensor
+from fgrad.core.api_util import fn_name
+from fgrad.core.dtypes import dtypes
+from fgrad.core.tensor import Tensor, as_tensor
 from fgrad.transforms.autodiff import _argnums_tuple, _check_float_args, vjp
 from fgrad.transforms.batching import vmap
 from fgrad.transforms.jvp import jvp
@@ -15,10 +17,25 @@ from fgrad.transforms.jvp import jvp
 ArgNums = int | Sequence[int]
 
 
-def _basis(x: Tensor) -> Tensor:
-    """Identity matrix reshaped to (numel,) + x.shape: one tangent per input element."""
-    n = x.numel()
-    return Tensor.eye(n, dtype=x.dtype).reshape((n,) + x.shape)
+def _basis(leaves: Sequence[Tensor]) -> list[Tensor]:
+    """One-hot directions for every element of `leaves`: leaf j gets (N,) + its shape, where
+    N counts all elements and row i of the stack is the i-th unit vector."""
+    sizes = [x.numel() for x in leaves]
+    eye = Tensor.eye(sum(sizes), dtype=dtypes.float64)
+    out, offset = [], 0
+    for x, n in zip(leaves, sizes, strict=True):
+        block = eye[:, offset:offset + n] if len(leaves) > 1 else eye
+        out.append(block.reshape((block.shape[0],) + tuple(x.shape)).cast(x.dtype))
+        offset += n
+    return out
+
+
+def _rows(x: Tensor, leaves: Sequence[Tensor], j: int) -> Tensor:
+    """The rows of `x` (leading axis N) that belong to leaf j of `leaves`."""
+    if len(leaves) == 1:
+        return x
+    offset = sum(leaf.numel() for leaf in leaves[:j])
+    return x[offset:offset + leaves[j].numel()]
 
 
 def _select_args(args: tuple, nums: tuple[int, ...], diff: Sequence[Any]) -> list[Any]:
@@ -28,31 +45,33 @@ def _select_args(args: tuple, nums: tuple[int, ...], diff: Sequence[Any]) -> lis
     return full
 
 
+def _pick(jac: tuple, argnums: ArgNums) -> Any:
+    return jac[0] if isinstance(argnums, int) else jac
+
+
 def jacfwd(fn: Callable[..., Any], argnums: ArgNums = 0) -> Callable[..., Any]:
-    """The Jacobian by forward mode: output shape = out.shape + in.shape."""
+    """The Jacobian by forward mode: for each output leaf, a pytree like the inputs whose
+    leaves have shape out.shape + in.shape (a tuple over argnums when it is a tuple)."""
 
     @functools.wraps(fn)
     def jac_fn(*args: Any) -> Any:
         nums = _argnums_tuple(argnums, len(args), fn)
         _check_float_args(fn, args, nums, "jacfwd")
-        jacs = [_jacfwd_one(fn, args, nums, i) for i in range(len(nums))]
-        return jacs[0] if isinstance(argnums, int) else tuple(jacs)
+        diff = tree_util.tree_map(as_tensor, tuple(args[n] for n in nums))
+        in_leaves, in_tree = tree_util.tree_flatten(diff)
+
+        def push(*t_leaves: Tensor) -> Any:
+            tangents = tree_util.tree_unflatten(in_tree, list(t_leaves))
+            return jvp(lambda *d: fn(*_select_args(args, nums, d)), diff, tangents)[1]
+
+        out = vmap(push)(*_basis(in_leaves))  # leading axis = input element
+        out_leaves, out_tree = tree_util.tree_flatten(out)
+        jacs = [_pick(tree_util.tree_unflatten(in_tree, [
+            _move_first_to_end(_rows(o, in_leaves, j), x.shape)
+            for j, x in enumerate(in_leaves)]), argnums) for o in out_leaves]
+        return tree_util.tree_unflatten(out_tree, jacs)
 
     return jac_fn
-
-
-def _jacfwd_one(fn: Callable[..., Any], args: tuple, nums: tuple[int, ...], which: int) -> Any:
-    x = args[nums[which]]
-
-    def push(t: Tensor) -> Any:
-        def f_of_x(xx: Any) -> Any:
-            full = list(args)
-            full[nums[which]] = xx
-            return fn(*full)
-        return jvp(f_of_x, (x,), (t,))[1]
-
-    out = vmap(push)(_basis(x))  # leading axis = input element
-    return tree_util.tree_map(lambda o: _move_first_to_end(o, x.shape), out)
 
 
 def _move_first_to_end(o: Tensor, in_shape: tuple[int, ...]) -> Tensor:
@@ -62,7 +81,7 @@ def _move_first_to_end(o: Tensor, in_shape: tuple[int, ...]) -> Tensor:
 
 
 def jacrev(fn: Callable[..., Any], argnums: ArgNums = 0) -> Callable[..., Any]:
-    """The Jacobian by reverse mode: output shape = out.shape + in.shape."""
+    """The Jacobian by reverse mode, laid out as `jacfwd`'s."""
 
     @functools.wraps(fn)
     def jac_fn(*args: Any) -> Any:
@@ -72,13 +91,19 @@ def jacrev(fn: Callable[..., Any], argnums: ArgNums = 0) -> Callable[..., Any]:
         def partial_fn(*diff: Any) -> Any:
             return fn(*_select_args(args, nums, diff))
 
+        partial_fn.__name__ = fn_name(fn)  # errors name the user's function
         out, vjp_fn = vjp(partial_fn, *[args[n] for n in nums])
-        if not isinstance(out, Tensor):
-            raise TypeError("jacrev: the function must return a single Tensor")
-        basis = _basis(out)
-        cts = vmap(vjp_fn)(basis)  # tuple over argnums, each (numel_out,) + in.shape
-        jacs = [c.reshape(out.shape + c.shape[1:]) for c in cts]
-        return jacs[0] if isinstance(argnums, int) else tuple(jacs)
+        out_leaves, out_tree = tree_util.tree_flatten(out)
+
+        def pull(*ct_leaves: Tensor) -> Any:
+            return vjp_fn(tree_util.tree_unflatten(out_tree, list(ct_leaves)))
+
+        cts = vmap(pull)(*_basis(out_leaves))  # tuple over argnums, leaves (N_out,) + in.shape
+        ct_leaves, ct_tree = tree_util.tree_flatten(cts)
+        jacs = [_pick(tree_util.tree_unflatten(ct_tree, [
+            _rows(c, out_leaves, k).reshape(tuple(o.shape) + tuple(c.shape[1:]))
+            for c in ct_leaves]), argnums) for k, o in enumerate(out_leaves)]
+        return tree_util.tree_unflatten(out_tree, jacs)
 
     return jac_fn
 

@@ -87,7 +87,7 @@ class JittedFunction:
         self._signatures: list[tuple[Any, list[str]]] = []
         self.info = CacheInfo()
         self.last_retrace_reason: str | None = None
-        functools.update_wrapper(self, fn)
+        functools.update_wrapper(self, fn, updated=())  # never merge fn.__dict__ into self
 
     def _backend(self) -> str:
         backend = (self.backend or flags.default_backend()).lower()

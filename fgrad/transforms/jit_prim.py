@@ -19,12 +19,16 @@ from fgrad.core.trace import current_trace, own_tracer, set_current_trace
 
 jit_p = Primitive("jit", multiple_results=True, linear=True)
 _derived: "weakref.WeakKeyDictionary[Jaxpr, dict]" = weakref.WeakKeyDictionary()
+_opened: "weakref.WeakKeyDictionary[ClosedJaxpr, Jaxpr]" = weakref.WeakKeyDictionary()
 
 
 def open_jaxpr(closed: ClosedJaxpr) -> tuple[Jaxpr, list[Any]]:
-    """Turn constvars into leading invars; returns the jaxpr and the const values."""
-    j = closed.jaxpr
-    return Jaxpr([], j.constvars + j.invars, j.eqns, j.outvars), list(closed.consts)
+    """Turn constvars into leading invars; returns the jaxpr and the const values.
+    The opened Jaxpr is memoized per ClosedJaxpr: executables are cached by its identity."""
+    if closed not in _opened:
+        j = closed.jaxpr
+        _opened[closed] = Jaxpr([], j.constvars + j.invars, j.eqns, j.outvars)
+    return _opened[closed], list(closed.consts)
 
 
 def _memo(jaxpr: Jaxpr, key: Any, build: Callable[[], Any]) -> Any:

@@ -155,7 +155,7 @@ def _int_pow(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     odd = (np.abs(y) % 2) == 1
     neg = np.where(x == 1, 1, np.where(x == -1, np.where(odd, -1, 1), 0)) if x.dtype.kind == "i" \
         else np.where(x == 1, 1, 0)
-    return np.where(y < 0, neg, pos).astype(x.dtype)
+    return np.where(y < 0, neg.astype(x.dtype), pos).astype(x.dtype)  # no float64 detour
 
 
 def _shift_right(x: np.ndarray, y: np.ndarray) -> np.ndarray:
