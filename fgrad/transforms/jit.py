@@ -80,7 +80,8 @@ class JittedFunction:
     def __init__(self, fn: Callable[..., Any], static_argnums: tuple[int, ...],
                  static_argnames: tuple[str, ...], donate_argnums: tuple[int, ...],
                  backend: str | None):
-        self.fn, self.static_argnums, self.static_argnames = fn, static_argnums, static_argnames
+        self.fn, self.static_argnums = fn, static_argnums
+        self.static_argnames = static_argnames + _names_of(fn, static_argnums)
         self.donate_argnums = donate_argnums
         self.backend = backend
         self._cache: dict[Any, tuple[ClosedJaxpr, Any]] = {}
@@ -168,6 +169,17 @@ class JittedFunction:
         """Forget every traced signature."""
         self._cache.clear()
         self._signatures.clear()
+
+
+def _names_of(fn: Callable[..., Any], argnums: tuple[int, ...]) -> tuple[str, ...]:
+    """Parameter names of the static positions, so passing them by keyword stays static."""
+    import inspect
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return ()
+    return tuple(params[i].name for i in argnums if -len(params) <= i < len(params)
+                 and params[i].kind in (params[i].POSITIONAL_OR_KEYWORD, params[i].KEYWORD_ONLY))
 
 
 def _describe(fn: Callable[..., Any], positions: list[int], path: tuple) -> str:

@@ -378,3 +378,10 @@ def test_multinomial_frequencies_and_distinctness() -> None:
         assert sorted(rows[1]) == [0, 2]
     with pytest.raises(ValueError, match="replacement=True"):
         t.multinomial(5, key=random.key(0))
+
+
+def test_relu_gradient_at_zero_is_zero() -> None:
+    """PyTorch, JAX and tinygrad give 0 at the kink; so do we."""
+    import fgrad
+    g = fgrad.grad(lambda x: x.relu().sum())(Tensor([-1.0, 0.0, 2.0]))
+    np.testing.assert_array_equal(g.numpy(), [0.0, 0.0, 1.0])

@@ -232,3 +232,13 @@ def test_composition_matrix(combo: tuple[str, ...]) -> None:
     batch = (2, 3, 2)[:combo.count("vmap")]
     x = RNG.normal(size=batch + (4,))
     close(fn(T(x)), closed_form(combo, x))
+
+
+def test_static_argnums_also_static_when_passed_by_keyword() -> None:
+    """A static positional parameter stays static when the caller names it."""
+    def power(x, n):  # noqa: ANN001, ANN202
+        return x ** n
+    jf = fgrad.jit(power, static_argnums=1)
+    np.testing.assert_allclose(jf(fgrad.Tensor([2.0]), n=3).numpy(), [8.0])
+    np.testing.assert_allclose(jf(fgrad.Tensor([2.0]), n=2).numpy(), [4.0])
+    assert jf.cache_info().misses == 2
