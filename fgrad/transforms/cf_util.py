@@ -104,17 +104,23 @@ def transpose_jaxpr(jaxpr: Jaxpr, linear: Sequence[bool]) -> tuple[Jaxpr, list[A
     return trace_flat(body, [v.aval for v in known_vars] + jaxpr.out_avals, "transpose")
 
 
+def _batched_avals(jaxpr: Jaxpr, dims: Sequence[int | None], size: int) -> list[ShapedArray]:
+    """Input avals with the batch axis of length `size` inserted at `dims`."""
+    avals = []
+    for v, d in zip(jaxpr.invars, dims, strict=True):
+        shape = list(v.aval.shape)
+        if d is not None:
+            shape.insert(d, size)
+        avals.append(ShapedArray(tuple(shape), v.aval.dtype))
+    return avals
+
+
 def batch_jaxpr(jaxpr: Jaxpr, dims: Sequence[int | None], size: int,
                 out_dims: Sequence[int | None]) -> tuple[Jaxpr, list[Any]]:
     """vmap of a jaxpr: inputs batched at `dims`; outputs moved to `out_dims` (an int forces
     batching, None requires the output to be unbatched)."""
     from fgrad.transforms.batching import BatchTrace, BatchTracer, _finish
-    in_avals = []
-    for v, d in zip(jaxpr.invars, dims, strict=True):
-        shape = list(v.aval.shape)
-        if d is not None:
-            shape.insert(d, size)
-        in_avals.append(ShapedArray(tuple(shape), v.aval.dtype))
+    in_avals = _batched_avals(jaxpr, dims, size)
 
     def body(*vals: Any) -> list[Any]:
         trace = BatchTrace(current_trace(), size)
@@ -130,12 +136,7 @@ def batched_outputs(jaxpr: Jaxpr, dims: Sequence[int | None], size: int) -> list
     """Which outputs of `jaxpr` depend on the batched inputs."""
     from fgrad.transforms.batching import BatchTrace, BatchTracer
     box: list[list[bool]] = []
-    in_avals = []
-    for v, d in zip(jaxpr.invars, dims, strict=True):
-        shape = list(v.aval.shape)
-        if d is not None:
-            shape.insert(d, size)
-        in_avals.append(ShapedArray(tuple(shape), v.aval.dtype))
+    in_avals = _batched_avals(jaxpr, dims, size)
 
     def body(*vals: Any) -> list[Any]:
         trace = BatchTrace(current_trace(), size)
