@@ -60,6 +60,8 @@ class Lowered:
     def as_text(self) -> str:
         """The jaxpr, then whatever the backend adds (schedule, kernel IR, LLVM IR / OpenCL)."""
         parts = [f"# jaxpr of {self.name}", str(self.closed)]
+        if self.backend not in executables.COMPILERS:
+            import fgrad.lower  # noqa: F401  (registers the native compilers)
         describe = getattr(executables.COMPILERS.get(self.backend), "describe", None)
         if describe is not None:
             parts.append(describe(open_jaxpr(self.closed)[0]))

@@ -1,0 +1,254 @@
+"""Index expressions of the kernel IR: affine sums over loop variables, plus floor division,
+floor modulo and clamping by constants, simplified as they are built.
+
+In: loop variables (`Sym`) and integer constants. Out: `Ix` values with sound bounds.
+
+An `Ix` is sum(coeff * atom) + const over atoms `Sym`, `Div` (floor division), `Mod` (floor
+modulo) and `Clamp` (into [0, hi]), all by positive constants. Constructors simplify as they
+build: exact division by a common factor, range-based folding, and `n*(e//n) + e%n == e`,
+so reshapes of contiguous data come out affine. `ix_range` gives sound integer bounds.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Union
+
+
+@dataclass(frozen=True)
+class Sym:
+    """A loop variable running over 0 .. extent-1."""
+
+    name: str
+    extent: int
+
+    def __str__(self) -> str:
+        return self.name
+
+
+@dataclass(frozen=True)
+class Div:
+    """floor(arg / d), d > 0."""
+
+    arg: "Ix"
+    d: int
+
+    def __str__(self) -> str:
+        return f"{_paren(self.arg)} // {self.d}"
+
+
+@dataclass(frozen=True)
+class Mod:
+    """arg mod d (floor modulo, result in [0, d)), d > 0."""
+
+    arg: "Ix"
+    d: int
+
+    def __str__(self) -> str:
+        return f"{_paren(self.arg)} % {self.d}"
+
+
+@dataclass(frozen=True)
+class Clamp:
+    """min(max(arg, 0), hi)."""
+
+    arg: "Ix"
+    hi: int
+
+    def __str__(self) -> str:
+        return f"clamp({self.arg}, 0, {self.hi})"
+
+
+IxAtom = Union[Sym, Div, Mod, Clamp]
+
+
+def _paren(e: "Ix") -> str:
+    bare = not e.terms or (len(e.terms) == 1 and e.const == 0 and e.terms[0][1] == 1
+                           and isinstance(e.terms[0][0], Sym))
+    return str(e) if bare else f"({e})"
+
+
+@dataclass(frozen=True)
+class Ix:
+    """sum(coeff * atom) + const, terms sorted by their printed form."""
+
+    terms: tuple[tuple[IxAtom, int], ...] = ()
+    const: int = 0
+
+    def __str__(self) -> str:
+        parts = [str(a) if c == 1 else f"{c}*{a}" for a, c in self.terms]
+        if self.const or not parts:
+            parts.append(str(self.const))
+        return " + ".join(parts).replace("+ -", "- ")
+
+    def nonlinear_syms(self) -> set[Sym]:
+        """The loop variables that occur inside a Div, Mod or Clamp."""
+        out: set[Sym] = set()
+        for a, _ in self.terms:
+            if not isinstance(a, Sym):
+                out |= used_syms(a.arg)
+                out |= a.arg.nonlinear_syms()
+        return out
+
+
+def used_syms(e: "Ix") -> set[Sym]:
+    """Every loop variable that occurs in e."""
+    out: set[Sym] = set()
+    for a, _ in e.terms:
+        out |= {a} if isinstance(a, Sym) else used_syms(a.arg)
+    return out
+
+
+def ix_const(c: int) -> Ix:
+    """The constant index c."""
+    return Ix((), int(c))
+
+
+def ix_sym(s: Sym) -> Ix:
+    """The loop variable s (a 1-extent loop is the constant 0)."""
+    return ix_const(0) if s.extent == 1 else Ix(((s, 1),), 0)
+
+
+def _atom_range(a: IxAtom) -> tuple[int, int]:
+    if isinstance(a, Sym):
+        return 0, max(a.extent - 1, 0)
+    lo, hi = ix_range(a.arg)
+    if isinstance(a, Div):
+        return lo // a.d, hi // a.d
+    if isinstance(a, Mod):
+        return (lo % a.d, hi % a.d) if lo // a.d == hi // a.d else (0, a.d - 1)
+    return min(max(lo, 0), a.hi), min(max(hi, 0), a.hi)
+
+
+def ix_range(e: Ix) -> tuple[int, int]:
+    """Inclusive integer bounds of e over every loop iteration."""
+    lo = hi = e.const
+    for a, c in e.terms:
+        alo, ahi = _atom_range(a)
+        lo += min(c * alo, c * ahi)
+        hi += max(c * alo, c * ahi)
+    return lo, hi
+
+
+def _make(terms: dict[IxAtom, int], const: int) -> Ix:
+    terms = {a: c for a, c in terms.items() if c != 0}
+    while True:
+        folded = _fold_pair(terms)
+        if folded is None:
+            break
+        const += folded
+        terms = {a: c for a, c in terms.items() if c != 0}
+    return Ix(tuple(sorted(terms.items(), key=lambda t: str(t[0]))), const)
+
+
+def _fold_pair(terms: dict[IxAtom, int]) -> int | None:
+    """Rewrite k*(X % n) + k*n*(X // n) into k*X in place; returns the constant k*X adds,
+    or None when nothing matched."""
+    for atom, k in terms.items():
+        if not isinstance(atom, Mod):
+            continue
+        quotient = floordiv(atom.arg, atom.d)
+        if len(quotient.terms) != 1 or quotient.const or quotient.terms[0][1] != 1:
+            continue
+        q_atom = quotient.terms[0][0]
+        if terms.get(q_atom) != k * atom.d:
+            continue
+        del terms[atom]
+        del terms[q_atom]
+        for a, c in atom.arg.terms:
+            terms[a] = terms.get(a, 0) + k * c
+        return k * atom.arg.const
+    return None
+
+
+def add(*es: Ix) -> Ix:
+    """The sum of index expressions."""
+    terms: dict[IxAtom, int] = {}
+    const = 0
+    for e in es:
+        const += e.const
+        for a, c in e.terms:
+            terms[a] = terms.get(a, 0) + c
+    return _make(terms, const)
+
+
+def scale(e: Ix, k: int) -> Ix:
+    """k * e."""
+    if k == 0:
+        return ix_const(0)
+    return Ix(tuple((a, c * k) for a, c in e.terms), e.const * k)
+
+
+def _split(e: Ix, d: int) -> tuple[Ix, Ix]:
+    """e == d*q + r with every term of q exact and r's constant in [0, d)."""
+    q = {a: c // d for a, c in e.terms if c % d == 0}
+    r = {a: c for a, c in e.terms if c % d != 0}
+    return _make(q, e.const // d), Ix(tuple(sorted(r.items(), key=lambda t: str(t[0]))),
+                                       e.const % d)
+
+
+def floordiv(e: Ix, d: int) -> Ix:
+    """floor(e / d) for a positive constant d."""
+    if d <= 0:
+        raise ValueError(f"index division by {d}")
+    if d == 1:
+        return e
+    q, r = _split(e, d)
+    lo, hi = ix_range(r)
+    if lo // d == hi // d:
+        return add(q, ix_const(lo // d))
+    if len(r.terms) == 1 and r.terms[0][1] == 1 and r.const == 0 \
+            and isinstance(r.terms[0][0], Div):
+        inner = r.terms[0][0]
+        return add(q, Ix(((Div(inner.arg, inner.d * d), 1),), 0))
+    return add(q, Ix(((Div(r, d), 1),), 0))
+
+
+def mod(e: Ix, d: int) -> Ix:
+    """e mod d (floor modulo) for a positive constant d."""
+    if d <= 0:
+        raise ValueError(f"index modulo by {d}")
+    if d == 1:
+        return ix_const(0)
+    _, r = _split(e, d)
+    lo, hi = ix_range(r)
+    if lo // d == hi // d:
+        return add(r, ix_const(-(lo // d) * d))
+    return Ix(((Mod(r, d), 1),), 0)
+
+
+def clamp(e: Ix, hi: int) -> Ix:
+    """min(max(e, 0), hi); the identity when e's range already fits."""
+    lo_e, hi_e = ix_range(e)
+    if 0 <= lo_e and hi_e <= hi:
+        return e
+    if lo_e >= hi:
+        return ix_const(hi)
+    if hi_e <= 0:
+        return ix_const(0)
+    return Ix(((Clamp(e, hi), 1),), 0)
+
+
+def linearize(idx: tuple[Ix, ...], shape: tuple[int, ...]) -> Ix:
+    """The row-major flat offset of a multi-index."""
+    flat = ix_const(0)
+    for i, n in zip(idx, shape, strict=True):
+        flat = add(scale(flat, n), i)
+    return flat
+
+
+def delinearize(flat: Ix, shape: tuple[int, ...]) -> tuple[Ix, ...]:
+    """The row-major multi-index of a flat offset. The outermost non-unit axis takes no
+    modulo: for an offset outside the array it runs out of range, and loads clamp it."""
+    out = []
+    stride = 1
+    outermost = next((a for a, n in enumerate(shape) if n > 1), -1)
+    for axis in range(len(shape) - 1, -1, -1):
+        n = shape[axis]
+        if n <= 1:  # extent 0: the loop never runs, so any index will do
+            out.append(ix_const(0))
+        elif axis == outermost:
+            out.append(floordiv(flat, stride))
+        else:
+            out.append(mod(floordiv(flat, stride), n))
+        stride *= max(n, 1)
+    return tuple(reversed(out))

@@ -1,0 +1,120 @@
+"""Vectorizable transcendentals for the LLVM backend: exp, expm1 and tanh as plain IR.
+
+In: an `Emitter` (builder + intrinsic helper) and a float/double register value.
+Out: the function value, built from adds, multiplies, selects and bit operations only, so
+the loop vectorizer widens them (libm calls stay scalar).
+
+exp/expm1 use Cody-Waite range reduction x = n*ln2 + r with |r| <= ln2/2, a polynomial for
+e^r - 1 (Cephes' expf coefficients for float, Taylor to degree 13 for double: both within
+about 1 ulp), and a two-step scale by 2^n so results that underflow to denormals or
+overflow to inf round correctly. tanh(x) = copysign(-t / (2 + t), x) with t = expm1(-2|x|),
+accurate near 0 as well. NaN propagates, signed zeros are kept.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from math import factorial
+from typing import Any
+
+from llvmlite import ir
+
+
+@dataclass(frozen=True)
+class _Format:
+    """Constants of one float format."""
+
+    int_type: ir.IntType
+    mantissa_bits: int
+    bias: int
+    ln2_hi: float
+    ln2_lo: float
+    exp_lo: float       # exp(x) rounds to 0 below this
+    exp_hi: float       # exp(x) is inf above this
+    expm1_lo: float     # expm1(x) rounds to -1 below this
+    poly: tuple[float, ...]  # e^r - 1 = r + r^2 * poly(r), highest degree first
+
+
+LOG2E = 1.4426950408889634
+F32 = _Format(ir.IntType(32), 23, 127, 0.693359375, -2.12194440e-4, -104.0, 89.0, -30.0,
+              (1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2,
+               1.6666665459e-1, 5.0000001201e-1))
+F64 = _Format(ir.IntType(64), 52, 1023, 6.93145751953125e-1, 1.42860682030941723212e-6,
+              -746.0, 710.0, -40.0, tuple(1.0 / factorial(k) for k in range(13, 1, -1)))
+
+
+def _fmt(x: ir.Value) -> _Format:
+    return F64 if isinstance(x.type, ir.DoubleType) else F32
+
+
+def _c(x: ir.Value, v: float) -> ir.Constant:
+    return ir.Constant(x.type, v)
+
+
+def _clamp(em: Any, x: ir.Value, lo: float, hi: float) -> ir.Value:
+    """x clamped into [lo, hi], with NaN replaced by 0 (callers restore NaN at the end)."""
+    b = em.b
+    x = b.select(b.fcmp_ordered(">", x, _c(x, hi)), _c(x, hi), x)
+    x = b.select(b.fcmp_ordered("<", x, _c(x, lo)), _c(x, lo), x)
+    return b.select(b.fcmp_unordered("uno", x, x), _c(x, 0.0), x)
+
+
+def _pow2(em: Any, k: ir.Value, like: ir.Value) -> ir.Value:
+    """2^k as a float for an integer k in the normal exponent range."""
+    f = _fmt(like)
+    b = em.b
+    biased = b.add(k, ir.Constant(f.int_type, f.bias))
+    return b.bitcast(b.shl(biased, ir.Constant(f.int_type, f.mantissa_bits)), like.type)
+
+
+def _scale(em: Any, y: ir.Value, n: ir.Value) -> ir.Value:
+    """y * 2^n in two exact steps, so denormal and overflowing results round once."""
+    b = em.b
+    half = b.ashr(n, ir.Constant(n.type, 1))
+    return b.fmul(b.fmul(y, _pow2(em, half, y)), _pow2(em, b.sub(n, half), y))
+
+
+def _reduce(em: Any, x: ir.Value) -> tuple[ir.Value, ir.Value, ir.Value]:
+    """(n as int, n as float, e^r - 1) with x = n*ln2 + r for an already clamped x."""
+    f = _fmt(x)
+    b = em.b
+    n_f = em.intrinsic("llvm.roundeven", [b.fmul(x, _c(x, LOG2E))])
+    r = b.fsub(b.fsub(x, b.fmul(n_f, _c(x, f.ln2_hi))), b.fmul(n_f, _c(x, f.ln2_lo)))
+    p = _c(x, f.poly[0])
+    for coeff in f.poly[1:]:
+        p = b.fadd(b.fmul(p, r), _c(x, coeff))
+    em1 = b.fadd(b.fmul(b.fmul(r, r), p), r)
+    return b.fptosi(n_f, f.int_type), n_f, em1
+
+
+def _keep_nan(em: Any, x: ir.Value, y: ir.Value) -> ir.Value:
+    return em.b.select(em.b.fcmp_unordered("uno", x, x), x, y)
+
+
+def exp(em: Any, x: ir.Value) -> ir.Value:
+    """e ** x."""
+    f = _fmt(x)
+    n, _, em1 = _reduce(em, _clamp(em, x, f.exp_lo, f.exp_hi))
+    return _keep_nan(em, x, _scale(em, em.b.fadd(em1, _c(x, 1.0)), n))
+
+
+def expm1(em: Any, x: ir.Value) -> ir.Value:
+    """e ** x - 1, accurate for small x: 2^n * (em1 + 1 - 2^-n)."""
+    f = _fmt(x)
+    b = em.b
+    n, _, em1 = _reduce(em, _clamp(em, x, f.expm1_lo, f.exp_hi))
+    minus_n = b.sub(ir.Constant(n.type, 0), n)
+    floor = ir.Constant(n.type, -f.mantissa_bits - 8)  # 1 - 2^-n rounds to 1 beyond this
+    minus_n = b.select(b.icmp_signed("<", minus_n, floor), floor, minus_n)
+    shift = b.fsub(_c(x, 1.0), _pow2(em, minus_n, x))
+    out = _scale(em, b.fadd(em1, shift), n)
+    out = b.select(b.fcmp_ordered("==", x, _c(x, 0.0)), x, out)  # keeps -0.0
+    return _keep_nan(em, x, out)
+
+
+def tanh(em: Any, x: ir.Value) -> ir.Value:
+    """tanh(x) = copysign(-t / (2 + t), x) with t = expm1(-2|x|)."""
+    b = em.b
+    minus_two_abs = b.fmul(em.intrinsic("llvm.fabs", [x]), _c(x, -2.0))
+    t = expm1(em, minus_two_abs)
+    r = b.fdiv(b.fneg(t), b.fadd(t, _c(x, 2.0)))
+    return em.intrinsic("llvm.copysign", [em.intrinsic("llvm.fabs", [r]), x])

@@ -1,0 +1,231 @@
+"""Render kernel IR to LLVM IR with llvmlite's IRBuilder (module -> function -> block).
+
+In: `Kernel`s and native segments (each an ordered list of kernel calls on buffer slots).
+Out: one `ir.Module`: an internal function per kernel taking one noalias pointer per buffer,
+and an exported entry per segment, `void segN(i8** buffers)`, that calls its kernels in
+order. Loops count up in i64 with the innermost loop over the contiguous axis, so LLVM's
+loop vectorizer handles them; reduction accumulators allow reassociation so they vectorize
+too. Elementwise arithmetic carries no fast-math flags, so results match NumPy's IEEE ones.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+from llvmlite import ir
+
+from fgrad.core.dtypes import dtypes
+from fgrad.lower.indexing import Clamp, Div, Ix, Mod, Sym, ix_range
+from fgrad.lower.kernel_build import identity
+from fgrad.lower.kernel_ir import (AccInit, AccRead, AccUpdate, Const, Expr, IndexPred,
+                                   IndexValue, Kernel, Load, Loop, Op, Stmt, Store)
+from fgrad.lower.llvm_ops import I1, I64, OPS, Emitter, const, mem_type, reg_type
+
+Call = tuple[str, Sequence[int]]  # (kernel name, buffer slot of each parameter)
+NSW = ("nsw",)
+
+
+def _i64(v: int) -> ir.Constant:
+    return ir.Constant(I64, v)
+
+
+class _KernelRenderer:
+    """Builds one kernel function; values and indices are memoized per loop scope."""
+
+    def __init__(self, module: ir.Module, kernel: Kernel):
+        self.kernel = kernel
+        ptrs = [ir.PointerType(mem_type(p.dtype)) for p in kernel.params]
+        self.fn = ir.Function(module, ir.FunctionType(ir.VoidType(), ptrs), name=kernel.name)
+        self.fn.linkage = "internal"
+        for arg, p in zip(self.fn.args, kernel.params, strict=True):
+            arg.name = p.name
+            arg.add_attribute("noalias")
+        self.b = ir.IRBuilder(self.fn.append_basic_block("entry"))
+        self.em = Emitter(self.b)
+        self.syms: dict[Sym, ir.Value] = {}
+        self.values: dict[int, ir.Value] = {}
+        self.indices: dict[Ix, ir.Value] = {}
+        self.accs: dict[int, ir.AllocaInstr] = {}
+
+    def render(self) -> ir.Function:
+        for s in self.kernel.body:
+            self.stmt(s)
+        self.b.ret_void()
+        return self.fn
+
+    # ------------------------------------------------------------------ statements
+
+    def stmt(self, s: Stmt) -> None:
+        if isinstance(s, Loop):
+            self.loop(s)
+        elif isinstance(s, Store):
+            self.store(s.buf, s.index, self.value(s.value))
+        elif isinstance(s, AccInit):
+            self.acc_init(s)
+        else:
+            self.acc_update(s)
+
+    def loop(self, s: Loop) -> None:
+        b = self.b
+        before = b.block
+        head = self.fn.append_basic_block(f"{s.sym.name}.head")
+        body = self.fn.append_basic_block(f"{s.sym.name}.body")
+        done = self.fn.append_basic_block(f"{s.sym.name}.done")
+        b.branch(head)
+        b.position_at_end(head)
+        i = b.phi(I64, name=s.sym.name)
+        i.add_incoming(_i64(0), before)
+        b.cbranch(b.icmp_signed("<", i, _i64(s.sym.extent)), body, done)
+        b.position_at_end(body)
+        scope = (dict(self.values), dict(self.indices))
+        self.syms[s.sym] = i
+        for inner in s.body:
+            self.stmt(inner)
+        i.add_incoming(b.add(i, _i64(1), flags=("nuw", "nsw")), b.block)
+        b.branch(head)
+        b.position_at_end(done)
+        self.values, self.indices = scope
+
+    def pointer(self, buf: int, index: Ix) -> ir.Value:
+        return self.b.gep(self.fn.args[buf], [self.index(index)], inbounds=True)
+
+    def store(self, buf: int, index: Ix, value: ir.Value) -> None:
+        dtype = self.kernel.params[buf].dtype
+        if dtype == dtypes.bool:
+            value = self.b.zext(value, mem_type(dtype))
+        elif dtype == dtypes.float16:
+            value = self.b.fptrunc(value, mem_type(dtype))
+        self.b.store(value, self.pointer(buf, index))
+
+    def acc_init(self, s: AccInit) -> None:
+        if s.acc not in self.accs:
+            with self.b.goto_entry_block():
+                self.b.position_at_start(self.fn.entry_basic_block)
+                self.accs[s.acc] = self.b.alloca(reg_type(s.dtype), name=f"acc{s.acc}")
+        self.b.store(const(s.dtype, identity(s.op, s.dtype)), self.accs[s.acc])
+
+    def acc_update(self, s: AccUpdate) -> None:
+        x = self.value(s.value)
+        slot = self.accs[s.acc]
+        old = self.b.load(slot)
+        if s.op in ("add", "mul") and s.value.dtype.is_float:
+            fn = self.b.fadd if s.op == "add" else self.b.fmul
+            new = fn(old, x, flags=("reassoc",))
+        else:
+            new = OPS[s.op](self.em, [old, x], s.value.dtype, s.value.dtype)
+        self.b.store(new, slot)
+
+    # ------------------------------------------------------------------ values
+
+    def value(self, e: Expr) -> ir.Value:
+        if isinstance(e, Const):
+            return const(e.dtype, e.value)
+        if isinstance(e, AccRead):
+            return self.b.load(self.accs[e.acc])
+        if id(e) not in self.values:
+            self.values[id(e)] = self.compute(e)
+        return self.values[id(e)]
+
+    def compute(self, e: Expr) -> ir.Value:
+        b = self.b
+        if isinstance(e, Load):
+            v = b.load(self.pointer(e.buf, e.index))
+            if e.dtype == dtypes.bool:
+                return b.icmp_unsigned("!=", v, ir.Constant(v.type, 0))
+            return b.fpext(v, reg_type(e.dtype)) if e.dtype == dtypes.float16 else v
+        if isinstance(e, IndexValue):
+            return self.index_value(e)
+        if isinstance(e, IndexPred):
+            return self.predicate(e)
+        assert isinstance(e, Op)
+        args = [self.value(a) for a in e.args]
+        return self.em.emit(e.op, args, [a.dtype for a in e.args], e.dtype)
+
+    def index_value(self, e: IndexValue) -> ir.Value:
+        i = self.index(e.index)
+        if e.dtype == dtypes.bool:
+            return self.b.icmp_signed("!=", i, _i64(0))
+        if e.dtype.is_float:
+            value = self.b.sitofp(i, reg_type(e.dtype))
+            return self.em.round_half(value) if e.dtype == dtypes.float16 else value
+        return self.b.trunc(i, reg_type(e.dtype)) if e.dtype.itemsize < 8 else i
+
+    def predicate(self, e: IndexPred) -> ir.Value:
+        b = self.b
+        out: ir.Value = ir.Constant(I1, 1)
+        for c in e.conds:
+            i = self.index(c.index)
+            ok = b.and_(b.icmp_signed(">=", i, _i64(c.lo)), b.icmp_signed("<=", i, _i64(c.hi)))
+            if c.step > 1:
+                ok = b.and_(ok, b.icmp_signed("==", b.srem(i, _i64(c.step)), _i64(0)))
+            out = b.and_(out, ok)
+        return out
+
+    # ------------------------------------------------------------------ indices
+
+    def index(self, e: Ix) -> ir.Value:
+        if e not in self.indices:
+            self.indices[e] = self.compute_index(e)
+        return self.indices[e]
+
+    def compute_index(self, e: Ix) -> ir.Value:
+        b = self.b
+        total: ir.Value | None = None
+        for atom, coeff in e.terms:
+            v = self.atom(atom)
+            term = v if coeff == 1 else b.mul(v, _i64(coeff), flags=NSW)
+            total = term if total is None else b.add(total, term, flags=NSW)
+        if total is None:
+            return _i64(e.const)
+        return b.add(total, _i64(e.const), flags=NSW) if e.const else total
+
+    def atom(self, a: Sym | Div | Mod | Clamp) -> ir.Value:
+        b = self.b
+        if isinstance(a, Sym):
+            return self.syms[a]
+        x = self.index(a.arg)
+        nonneg = ix_range(a.arg)[0] >= 0
+        if isinstance(a, Clamp):
+            x = b.select(b.icmp_signed("<", x, _i64(0)), _i64(0), x)
+            return b.select(b.icmp_signed(">", x, _i64(a.hi)), _i64(a.hi), x)
+        d = _i64(a.d)
+        if isinstance(a, Div):
+            if nonneg:
+                return b.udiv(x, d)
+            r_neg = b.icmp_signed("<", b.srem(x, d), _i64(0))
+            return b.sub(b.sdiv(x, d), b.zext(r_neg, I64))
+        if nonneg:
+            return b.urem(x, d)
+        r = b.srem(x, d)
+        return b.add(r, b.select(b.icmp_signed("<", r, _i64(0)), d, _i64(0)))
+
+
+def render_kernel(module: ir.Module, kernel: Kernel) -> ir.Function:
+    """Add `kernel` to `module` as an internal function."""
+    return _KernelRenderer(module, kernel).render()
+
+
+def render_entry(module: ir.Module, name: str, calls: Sequence[Call],
+                 functions: dict[str, ir.Function]) -> ir.Function:
+    """`void name(i8** buffers)`: call each kernel on its slots of `buffers`, in order."""
+    i8p = ir.IntType(8).as_pointer()
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [i8p.as_pointer()]), name=name)
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    for kernel_name, slots in calls:
+        target = functions[kernel_name]
+        args = []
+        for slot, ty in zip(slots, target.function_type.args, strict=True):
+            raw = b.load(b.gep(fn.args[0], [_i64(slot)], inbounds=True))
+            args.append(b.bitcast(raw, ty))
+        b.call(target, args)
+    b.ret_void()
+    return fn
+
+
+def render_module(kernels: Sequence[Kernel], segments: Sequence[Sequence[Call]]
+                  ) -> ir.Module:
+    """One module: every kernel, plus entry `seg{i}` for each native segment."""
+    module = ir.Module(name="fgrad")
+    functions = {k.name: render_kernel(module, k) for k in kernels}
+    for i, calls in enumerate(segments):
+        render_entry(module, f"seg{i}", calls, functions)
+    return module

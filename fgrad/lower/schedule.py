@@ -1,0 +1,329 @@
+"""Schedule: partition a jaxpr into native kernels and host steps.
+
+In: a Jaxpr without constvars (its invars are the program's inputs).
+Out: a `Schedule`: an ordered tuple of `KernelStep`s and `HostStep`s; `str()` prints which
+equations went into which kernel.
+
+Fusion rules:
+- Elementwise primitives and movement primitives (broadcast_in_dim, reshape, transpose,
+  slice, rev, pad, concatenate, iota) never get a kernel of their own: a movement op
+  becomes index arithmetic on the loads of the kernel that consumes it.
+- A value lives in a buffer ("is realized") only when it must: program inputs and
+  outputs, reduction results, the operands and results of host steps, values read by two
+  consumers through a non-reshape movement op (so no index map is evaluated twice), and
+  values with a transcendental in their expression that a broadcast would repeat.
+- Every realized value produced by elementwise/movement equations gets one kernel; its
+  unrealized producers are inlined (recomputed if another kernel needs them too).
+- A reduction (reduce_sum/max/min/prod over any axes) fuses its elementwise producers.
+- Consecutive kernels over the same loop domain merge into one multi-output kernel
+  (elementwise outputs of a merged reduction kernel are stored from its loop nest).
+
+HOST STEPS ARE A TEMPORARY FALLBACK: every other primitive (dot_general, gather/scatter,
+sort, cumulative ops, argmax, control flow, nested jit, custom rules, linalg) and any
+equation on bfloat16 runs its NumPy `impl` between native segments until it gets a kernel.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Union
+
+from fgrad.core.dtypes import dtypes
+from fgrad.core.ir import Eqn, Jaxpr, Var, _Names, _pp
+
+UNARY = frozenset({
+    "neg", "exp", "log", "sin", "cos", "tan", "tanh", "logistic", "sqrt", "rsqrt", "log1p",
+    "expm1", "erf", "abs", "sign", "floor", "ceil", "round", "not", "is_nan", "stop_gradient",
+    "convert_element_type", "bitcast_convert_type"})
+BINARY = frozenset({
+    "add", "sub", "mul", "div", "rem", "pow", "max", "min", "atan2", "and", "or", "xor",
+    "shift_left", "shift_right", "eq", "ne", "lt", "le", "gt", "ge", "safe_mul"})
+ELEMENTWISE = UNARY | BINARY | {"select"}
+MOVEMENT = frozenset({"broadcast_in_dim", "reshape", "transpose", "slice", "rev", "pad",
+                      "concatenate", "iota"})
+REDUCE = {"reduce_sum": "add", "reduce_max": "max", "reduce_min": "min",
+          "reduce_prod": "mul"}
+COSTLY = frozenset({"exp", "log", "sin", "cos", "tan", "tanh", "logistic", "log1p", "expm1",
+                    "erf", "pow", "atan2"})
+MAX_CONCAT_INPUTS = 16
+HALF_FROM = frozenset({dtypes.bool, dtypes.int8, dtypes.uint8, dtypes.int16, dtypes.uint16,
+                       dtypes.float16, dtypes.float32})  # exact in float32: one rounding
+
+
+@dataclass(frozen=True, eq=False)
+class KernelStep:
+    """One native kernel over a loop domain. `reduced[i]` says whether outputs[i] is a
+    reduction over `axes` (else it is stored at every point of the domain)."""
+
+    name: str
+    shape: tuple[int, ...]
+    axes: tuple[int, ...]
+    outputs: tuple[Var, ...]
+    reduced: tuple[bool, ...]
+
+    @property
+    def is_reduce(self) -> bool:
+        """Whether some output is a reduction (then `axes` are the reduced domain axes)."""
+        return any(self.reduced)
+
+
+@dataclass(frozen=True, eq=False)
+class HostStep:
+    """One equation evaluated with its NumPy impl (temporary fallback)."""
+
+    name: str
+    eqn: Eqn
+    reason: str
+
+
+Step = Union[KernelStep, HostStep]
+
+
+@dataclass(frozen=True, eq=False)
+class Schedule:
+    """The ordered steps of a jaxpr, and which values live in buffers."""
+
+    jaxpr: Jaxpr
+    steps: tuple[Step, ...]
+    realized: frozenset[int]
+    producers: dict[int, Eqn]
+
+    def kernels(self) -> list[KernelStep]:
+        """The kernel steps, in order."""
+        return [s for s in self.steps if isinstance(s, KernelStep)]
+
+    def hosts(self) -> list[HostStep]:
+        """The host steps, in order."""
+        return [s for s in self.steps if isinstance(s, HostStep)]
+
+    def __str__(self) -> str:
+        return pp_schedule(self)
+
+
+# ---------------------------------------------------------------------------- support
+
+
+def host_reason(eqn: Eqn, half_native: bool = True) -> str | None:
+    """Why `eqn` cannot run in a native kernel yet (None: it can)."""
+    name = eqn.primitive.name
+    if name not in ELEMENTWISE and name not in MOVEMENT and name not in REDUCE:
+        return f"no native kernel for {name} yet"
+    avals = [a.aval for a in eqn.inputs] + [v.aval for v in eqn.outvars]
+    if any(a.dtype == dtypes.bfloat16 for a in avals):
+        return "bfloat16 is computed by the NumPy impl for now"
+    if not half_native and any(a.dtype == dtypes.float16 for a in avals):
+        return "this CPU lacks F16C, so float16 runs on the NumPy impl"
+    if name == "convert_element_type" and eqn.params["new_dtype"] == dtypes.float16 \
+            and eqn.inputs[0].aval.dtype not in HALF_FROM:
+        return "this conversion to float16 would round twice natively"
+    if name == "bitcast_convert_type" and any(a.dtype in (dtypes.bool, dtypes.float16)
+                                              for a in avals):
+        return "bitcasts of bool/float16 run on the NumPy impl"
+    if name == "concatenate" and len(eqn.inputs) > MAX_CONCAT_INPUTS:
+        return f"concatenate of more than {MAX_CONCAT_INPUTS} operands"
+    return None
+
+
+# ---------------------------------------------------------------------------- realization
+
+
+class _Graph:
+    """Producers, consumers and the host/native split of a jaxpr."""
+
+    def __init__(self, jaxpr: Jaxpr, half_native: bool):
+        if jaxpr.constvars:
+            raise ValueError("schedule: the jaxpr must have no constvars (open it first)")
+        self.jaxpr = jaxpr
+        self.producers = {id(v): e for e in jaxpr.eqns for v in e.outvars}
+        self.consumers: dict[int, list[Eqn]] = {}
+        for e in jaxpr.eqns:
+            for a in {id(a): a for a in e.inputs if isinstance(a, Var)}.values():
+                self.consumers.setdefault(id(a), []).append(e)
+        self.reasons = {id(e): host_reason(e, half_native) for e in jaxpr.eqns}
+
+    def is_host(self, eqn: Eqn) -> bool:
+        return self.reasons[id(eqn)] is not None
+
+    def is_reduce(self, eqn: Eqn) -> bool:
+        return not self.is_host(eqn) and eqn.primitive.name in REDUCE
+
+
+def _structural_realized(g: _Graph) -> set[int]:
+    out = {id(v) for v in g.jaxpr.invars}
+    out |= {id(v) for v in g.jaxpr.outvars if isinstance(v, Var)}
+    for e in g.jaxpr.eqns:
+        if g.is_host(e):
+            out |= {id(a) for a in e.inputs if isinstance(a, Var)}
+            out |= {id(v) for v in e.outvars}
+        elif g.is_reduce(e):
+            out |= {id(v) for v in e.outvars}
+    return out
+
+
+def _expands(eqn: Eqn) -> bool:
+    return eqn.primitive.name == "broadcast_in_dim" and \
+        eqn.outvars[0].aval.size > eqn.inputs[0].aval.size
+
+
+def realize(g: _Graph) -> set[int]:
+    """The ids of every value that lives in a buffer (module docstring)."""
+    realized = _structural_realized(g)
+    trivial: set[int] = set()
+    costly: set[int] = set()
+    for e in g.jaxpr.eqns:
+        if g.is_host(e) or g.is_reduce(e):
+            continue
+        name = e.primitive.name
+        for a in e.inputs:
+            if not isinstance(a, Var) or id(a) in realized or id(a) in trivial:
+                continue
+            users = g.consumers[id(a)]
+            indexed = any(u.primitive.name in MOVEMENT - {"reshape"} for u in users)
+            if (len(users) > 1 and indexed) or (_expands(e) and id(a) in costly):
+                realized.add(id(a))
+        ins = [a for a in e.inputs if isinstance(a, Var) and id(a) not in realized]
+        out = id(e.outvars[0])
+        if name in MOVEMENT and all(id(a) in trivial for a in ins):
+            trivial.add(out)
+        if name in COSTLY or any(id(a) in costly for a in ins):
+            costly.add(out)
+    return realized
+
+
+# ---------------------------------------------------------------------------- steps
+
+
+def leaves(g: _Graph, var: Var, realized: set[int], inline: set[int]) -> set[int]:
+    """Ids of the realized values a kernel computing `var` reads (`inline`: own outputs)."""
+    found: set[int] = set()
+    stack, seen = [var], set()
+    while stack:
+        v = stack.pop()
+        if id(v) in seen:
+            continue
+        seen.add(id(v))
+        if id(v) in realized and (v is not var) and id(v) not in inline:
+            found.add(id(v))
+            continue
+        eqn = g.producers[id(v)]
+        if g.is_reduce(eqn) and v is not var:
+            found.add(id(v))
+            continue
+        stack.extend(a for a in eqn.inputs if isinstance(a, Var))
+    return found
+
+
+def _domain(g: _Graph, eqn: Eqn) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    if g.is_reduce(eqn):
+        return eqn.inputs[0].aval.shape, eqn.params["axes"]
+    return eqn.outvars[0].aval.shape, ()
+
+
+def _can_merge(g: _Graph, prev: Step, eqn: Eqn, var: Var, realized: set[int]) -> bool:
+    if not isinstance(prev, KernelStep):
+        return False
+    shape, axes = _domain(g, eqn)
+    if shape != prev.shape or (g.is_reduce(eqn) and prev.is_reduce and axes != prev.axes):
+        return False
+    reduce_outs = {id(v) for v, r in zip(prev.outputs, prev.reduced, strict=True) if r}
+    own = {id(v) for v in prev.outputs} - reduce_outs
+    return not leaves(g, var, realized, own) & reduce_outs
+
+
+def build_steps(g: _Graph, realized: set[int]) -> list[Step]:
+    """Kernel and host steps in program order, merging consecutive compatible kernels."""
+    steps: list[Step] = []
+    for eqn in g.jaxpr.eqns:
+        if g.is_host(eqn):
+            steps.append(HostStep(f"h{len(steps)}", eqn, g.reasons[id(eqn)] or ""))
+            continue
+        var = eqn.outvars[0]
+        if id(var) not in realized:
+            continue
+        shape, axes = _domain(g, eqn)
+        red = g.is_reduce(eqn)
+        prev = steps[-1] if steps else None
+        if prev is not None and _can_merge(g, prev, eqn, var, realized):
+            assert isinstance(prev, KernelStep)
+            steps[-1] = KernelStep(prev.name, shape, prev.axes if prev.is_reduce else axes,
+                                   prev.outputs + (var,), prev.reduced + (red,))
+        else:
+            steps.append(KernelStep(f"k{len(steps)}", shape, axes, (var,), (red,)))
+    return steps
+
+
+def schedule(jaxpr: Jaxpr, half_native: bool = True) -> Schedule:
+    """Partition `jaxpr` into kernels and host steps (module docstring)."""
+    g = _Graph(jaxpr, half_native)
+    realized = realize(g)
+    steps = build_steps(g, realized)
+    return Schedule(jaxpr, tuple(steps), frozenset(realized), g.producers)
+
+
+# ---------------------------------------------------------------------------- printing
+
+
+def fused_eqns(sched: Schedule, step: KernelStep) -> list[Eqn]:
+    """The equations a kernel computes, in program order (shared ones are recomputed)."""
+    own = {id(v) for v, r in zip(step.outputs, step.reduced, strict=True) if not r}
+    picked: set[int] = set()
+    stack = list(step.outputs)
+    while stack:
+        v = stack.pop()
+        eqn = sched.producers.get(id(v))
+        if eqn is None or id(eqn) in picked:
+            continue
+        picked.add(id(eqn))
+        for a in eqn.inputs:
+            inline = id(a) not in sched.realized or id(a) in own
+            if isinstance(a, Var) and inline and not _is_reduction(sched, a, step):
+                stack.append(a)
+    return [e for e in sched.jaxpr.eqns if id(e) in picked]
+
+
+def _is_reduction(sched: Schedule, v: Var, step: KernelStep) -> bool:
+    eqn = sched.producers.get(id(v))
+    return eqn is not None and eqn.primitive.name in REDUCE and id(v) in sched.realized
+
+
+def jaxpr_names(jaxpr: Jaxpr) -> _Names:
+    """Variable names exactly as `str(jaxpr)` prints them."""
+    names = _Names()
+    _pp(jaxpr, names, 0)
+    return names
+
+
+def kernel_reads(sched: Schedule, step: KernelStep) -> list[Var]:
+    """The buffers a kernel reads, in first-use order."""
+    outs = {id(v) for v in step.outputs}
+    seen: dict[int, Var] = {}
+    for eqn in fused_eqns(sched, step):
+        for a in eqn.inputs:
+            if isinstance(a, Var) and id(a) in sched.realized and id(a) not in outs:
+                seen.setdefault(id(a), a)
+    return list(seen.values())
+
+
+def _shape_text(shape: tuple[int, ...]) -> str:
+    return "[" + ",".join(str(d) for d in shape) + "]"
+
+
+def pp_schedule(sched: Schedule) -> str:
+    """One line per step: kind, domain, buffers read and written, fused equations."""
+    names = jaxpr_names(sched.jaxpr)
+    n_k, n_h = len(sched.kernels()), len(sched.hosts())
+    lines = [f"schedule: {n_k} kernel{'s' * (n_k != 1)}, {n_h} host step{'s' * (n_h != 1)}"]
+    for step in sched.steps:
+        if isinstance(step, HostStep):
+            ins = " ".join(names(a) for a in step.eqn.inputs)
+            outs = " ".join(names(v) for v in step.eqn.outvars)
+            lines.append(f"  {step.name}: host {step.eqn.primitive.name} ({ins}) -> ({outs})"
+                         f"  # NumPy impl, temporary fallback: {step.reason}")
+            continue
+        dtype = step.outputs[0].aval.dtype.short
+        kind = f"reduce axes={step.axes}" if step.is_reduce else "elementwise"
+        ins = " ".join(names(v) for v in kernel_reads(sched, step))
+        outs = " ".join(names(v) for v in step.outputs)
+        ops = " ".join(e.primitive.name for e in fused_eqns(sched, step))
+        lines.append(f"  {step.name}: kernel {kind} {dtype}{_shape_text(step.shape)} "
+                     f"({ins}) -> ({outs})  # {ops}")
+    return "\n".join(lines)
