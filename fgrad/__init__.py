@@ -14,5 +14,5 @@ remat = checkpoint
 __version__ = "0.1.0"
 __all__ = ["ClosedJaxpr", "ConcretizationError", "DType", "Jaxpr", "Tensor", "checkpoint",
            "custom_jvp", "custom_vjp", "dtypes", "grad", "hessian", "jacfwd", "jacrev", "jit",
-           "jvp", "lax", "linearize", "make_jaxpr", "nn", "optim", "random", "remat", "stop_gradient",
-           "tree_util", "value_and_grad", "vjp", "vmap"]
+           "jvp", "lax", "linearize", "make_jaxpr", "nn", "optim", "random", "remat",
+           "stop_gradient", "tree_util", "value_and_grad", "vjp", "vmap"]

@@ -6,5 +6,5 @@ from fgrad.transforms.jacobians import hessian, jacfwd, jacrev
 from fgrad.transforms.jit import jit
 from fgrad.transforms.jvp import jvp
 
-__all__ = ["checkpoint", "custom_jvp", "custom_vjp", "grad", "jit", "hessian", "jacfwd", "jacrev", "jvp", "linearize", "stop_gradient",
-           "value_and_grad", "vjp", "vmap"]
+__all__ = ["checkpoint", "custom_jvp", "custom_vjp", "grad", "hessian", "jacfwd", "jacrev",
+           "jit", "jvp", "linearize", "stop_gradient", "value_and_grad", "vjp", "vmap"]

@@ -167,7 +167,8 @@ def _partial_eval(trace: StagingTrace, args: list[Any], own: list[bool], params:
     unknown = [_keep(g, m) for g, m in ((consts, c_u), (carry, k_u), (xs, x_u))]
     v = u_body.invars
     res_v, rest = v[:n_res], v[n_res:]
-    uc, uk, ux = rest[:len(unknown[0])], rest[len(unknown[0]):len(unknown[0]) + len(unknown[1])],         rest[len(unknown[0]) + len(unknown[1]):]
+    n_uc, n_uk = len(unknown[0]), len(unknown[1])
+    uc, uk, ux = rest[:n_uc], rest[n_uc:n_uc + n_uk], rest[n_uc + n_uk:]
     u_scan_body = Jaxpr([], uc + uk + res_v + ux, u_body.eqns, u_body.outvars)
     u_outs = trace.stage(scan_p, unknown[0] + unknown[1] + residuals + unknown[2],
                          dict(body=u_scan_body, num_consts=len(uc), num_carry=len(uk),
@@ -196,9 +197,11 @@ def _transpose(cts: list[Any], *ops: Any, body: Jaxpr, num_consts: int, num_carr
     outs = scan_p.bind(*tconsts, *ck, *acc0, *ct_carry, *xk, *ct_ys, body=t_body,
                        num_consts=len(tconsts) + len(ck), num_carry=len(acc0) + nk,
                        length=length, reverse=not reverse)
-    ct_cl, ct_init, ct_xl = outs[:len(acc0)], outs[len(acc0):len(acc0) + nk],         outs[len(acc0) + nk:]
+    n_acc = len(acc0)
+    ct_cl, ct_init, ct_xl = outs[:n_acc], outs[n_acc:n_acc + nk], outs[n_acc + nk:]
     cl_it, xl_it = iter(ct_cl), iter(ct_xl)
-    return [next(cl_it) if m else None for m in c_l] + ct_init +         [next(xl_it) if m else None for m in x_l]
+    return ([next(cl_it) if m else None for m in c_l] + ct_init
+            + [next(xl_it) if m else None for m in x_l])
 
 
 def _transposed_body(tj: Jaxpr, tconsts: list[Any], ck: list[Any], xk: list[Any],
@@ -206,7 +209,9 @@ def _transposed_body(tj: Jaxpr, tconsts: list[Any], ck: list[Any], xk: list[Any]
                      body: Jaxpr) -> Jaxpr:
     """(tconsts, ck, acc, ct_carry, xk_i, ct_y_i) -> (acc + ct_cl_i, ct_carry_prev, ct_xl_i)."""
     n_tc, n_ck, n_acc = len(tconsts), len(ck), len(cl_avals)
-    layout = [t.aval for t in tconsts] + [c.aval for c in ck] + cl_avals +         [c.aval for c in ct_carry] + [ShapedArray(x.shape[1:], x.dtype) for x in xk] +         [v.aval for v in body.outvars[nk:]]
+    layout = ([t.aval for t in tconsts] + [c.aval for c in ck] + cl_avals
+              + [c.aval for c in ct_carry] + [ShapedArray(x.shape[1:], x.dtype) for x in xk]
+              + [v.aval for v in body.outvars[nk:]])
 
     def t_body(*vals: Any) -> list[Any]:
         tc = list(vals[:n_tc])
@@ -215,7 +220,8 @@ def _transposed_body(tj: Jaxpr, tconsts: list[Any], ck: list[Any], xk: list[Any]
         rest = list(vals[n_tc + n_ck + n_acc:])
         ct_k, x_i, ct_y = rest[:nk], rest[nk:nk + len(xk)], rest[nk + len(xk):]
         lin_cts = U.run(tj, tc + known_c + x_i + ct_k + ct_y)
-        ct_cl, ct_k_prev, ct_xl = lin_cts[:n_acc], lin_cts[n_acc:n_acc + nk],             lin_cts[n_acc + nk:]
+        ct_cl = lin_cts[:n_acc]
+        ct_k_prev, ct_xl = lin_cts[n_acc:n_acc + nk], lin_cts[n_acc + nk:]
         return [a + c for a, c in zip(acc, ct_cl)] + ct_k_prev + ct_xl
 
     jaxpr, consts = U.trace_flat(t_body, layout, "scan-transpose")
