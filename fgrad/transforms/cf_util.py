@@ -115,36 +115,37 @@ def _batched_avals(jaxpr: Jaxpr, dims: Sequence[int | None], size: int) -> list[
     return avals
 
 
+def _run_batched(jaxpr: Jaxpr, vals: Sequence[Any], dims: Sequence[int | None],
+                 size: int) -> tuple[Any, list[Any]]:
+    """Evaluate `jaxpr` under a fresh BatchTrace; returns the trace and its raw outputs."""
+    from fgrad.transforms.batching import BatchTrace, BatchTracer
+    trace = BatchTrace(current_trace(), size)
+    ins = [v if d is None else BatchTracer(trace, v, d) for v, d in zip(vals, dims)]
+    with set_current_trace(trace):
+        return trace, run(jaxpr, ins)
+
+
 def batch_jaxpr(jaxpr: Jaxpr, dims: Sequence[int | None], size: int,
                 out_dims: Sequence[int | None]) -> tuple[Jaxpr, list[Any]]:
     """vmap of a jaxpr: inputs batched at `dims`; outputs moved to `out_dims` (an int forces
     batching, None requires the output to be unbatched)."""
-    from fgrad.transforms.batching import BatchTrace, BatchTracer, _finish
-    in_avals = _batched_avals(jaxpr, dims, size)
+    from fgrad.transforms.batching import _finish
 
     def body(*vals: Any) -> list[Any]:
-        trace = BatchTrace(current_trace(), size)
-        ins = [v if d is None else BatchTracer(trace, v, d) for v, d in zip(vals, dims)]
-        with set_current_trace(trace):
-            outs = run(jaxpr, ins)
+        trace, outs = _run_batched(jaxpr, vals, dims, size)
         return [_finish(trace, o, d, size) for o, d in zip(outs, out_dims, strict=True)]
 
-    return trace_flat(body, in_avals, "vmap")
+    return trace_flat(body, _batched_avals(jaxpr, dims, size), "vmap")
 
 
 def batched_outputs(jaxpr: Jaxpr, dims: Sequence[int | None], size: int) -> list[bool]:
     """Which outputs of `jaxpr` depend on the batched inputs."""
-    from fgrad.transforms.batching import BatchTrace, BatchTracer
     box: list[list[bool]] = []
-    in_avals = _batched_avals(jaxpr, dims, size)
 
     def body(*vals: Any) -> list[Any]:
-        trace = BatchTrace(current_trace(), size)
-        ins = [v if d is None else BatchTracer(trace, v, d) for v, d in zip(vals, dims)]
-        with set_current_trace(trace):
-            outs = run(jaxpr, ins)
+        trace, outs = _run_batched(jaxpr, vals, dims, size)
         box.append([trace.split(o)[1] is not None for o in outs])
         return [trace.split(o)[0] for o in outs]
 
-    trace_flat(body, in_avals, "vmap-probe")
+    trace_flat(body, _batched_avals(jaxpr, dims, size), "vmap-probe")
     return box[0]
