@@ -11,17 +11,16 @@ per call; a buffer whose value is dead is reused by a later kernel output of the
 from __future__ import annotations
 
 import ctypes
-from dataclasses import dataclass, field
 from typing import Any
 
 import llvmlite.binding as llvm
 import numpy as np
 
 from fgrad.core.ir import Eqn, Jaxpr, Literal, Var
-from fgrad.lower.kernel_build import build_kernel
-from fgrad.lower.kernel_ir import Kernel
-from fgrad.lower.llvm_render import Call, render_module
-from fgrad.lower.schedule import HostStep, KernelStep, Schedule, jaxpr_names, schedule
+from fgrad.lower import program as program_lib
+from fgrad.lower.llvm_render import render_module
+from fgrad.lower.program import Program, Segment
+from fgrad.lower.schedule import HostStep
 
 _machine: list[Any] = []
 
@@ -47,97 +46,6 @@ def half_native() -> bool:
     """Whether this CPU converts float16 in hardware (F16C), so kernels may use it."""
     target_machine()
     return "+f16c" in llvm.get_host_cpu_features().flatten().split(",")
-
-
-# ---------------------------------------------------------------------------- planning
-
-
-@dataclass
-class Segment:
-    """Consecutive kernels run by one native call; `table` lists the buffer of each slot."""
-
-    calls: list[Call] = field(default_factory=list)
-    table: list[Var] = field(default_factory=list)
-    allocs: list[Var] = field(default_factory=list)
-
-    def slot(self, var: Var) -> int:
-        """The table slot of `var`'s buffer (added on first use)."""
-        for i, v in enumerate(self.table):
-            if v is var:
-                return i
-        self.table.append(var)
-        return len(self.table) - 1
-
-
-@dataclass
-class Program:
-    """Everything a call needs: the steps, the kernels, and where every buffer lives."""
-
-    jaxpr: Jaxpr
-    schedule: Schedule
-    kernels: list[Kernel]
-    actions: list[Segment | HostStep]
-    buffer_of: dict[int, int]      # var id -> intermediate buffer number
-    buffer_bytes: list[int]
-
-
-def _last_uses(sched: Schedule, kernel_params: dict[int, list[Var]]) -> dict[int, int]:
-    last: dict[int, int] = {}
-    for n, step in enumerate(sched.steps):
-        reads = kernel_params[n] if isinstance(step, KernelStep) else step.eqn.inputs
-        for v in reads:
-            if isinstance(v, Var):
-                last[id(v)] = n
-    return last
-
-
-def _assign_buffers(sched: Schedule, kernel_params: dict[int, list[Var]]
-                    ) -> tuple[dict[int, int], list[int]]:
-    """Give each intermediate kernel output a buffer; reuse dead buffers of equal size."""
-    last = _last_uses(sched, kernel_params)
-    keep = {id(v) for v in sched.jaxpr.outvars if isinstance(v, Var)}
-    buffer_of: dict[int, int] = {}
-    sizes: list[int] = []
-    free: dict[int, list[int]] = {}
-    live: list[int] = []
-    for n, step in enumerate(sched.steps):
-        outs = step.outputs if isinstance(step, KernelStep) else ()
-        for v in outs:
-            if id(v) in keep:
-                continue
-            nbytes = v.aval.size * v.aval.dtype.itemsize
-            pool = free.get(nbytes)
-            buffer_of[id(v)] = pool.pop() if pool else len(sizes)
-            if buffer_of[id(v)] == len(sizes):
-                sizes.append(nbytes)
-            live.append(id(v))
-        for key in [k for k in live if last.get(k, n) <= n]:
-            live.remove(key)
-            free.setdefault(sizes[buffer_of[key]], []).append(buffer_of[key])
-    return buffer_of, sizes
-
-
-def plan(jaxpr: Jaxpr) -> Program:
-    """Schedule `jaxpr`, build every kernel, group them into native segments."""
-    sched = schedule(jaxpr, half_native())
-    names = jaxpr_names(jaxpr)
-    kernels, kernel_params, actions = [], {}, []
-    segment: Segment | None = None
-    for n, step in enumerate(sched.steps):
-        if isinstance(step, HostStep):
-            actions.append(step)
-            segment = None
-            continue
-        kernel, params = build_kernel(sched, step, names)
-        kernels.append(kernel)
-        kernel_params[n] = params
-        if segment is None:
-            segment = Segment()
-            actions.append(segment)
-        segment.calls.append((kernel.name, [segment.slot(v) for v in params]))
-        segment.allocs.extend(step.outputs)
-    buffer_of, sizes = _assign_buffers(sched, kernel_params)
-    return Program(jaxpr, sched, kernels, actions, buffer_of, sizes)
 
 
 def module_ir(program: Program) -> Any:
@@ -250,6 +158,11 @@ def _run_host(eqn: Eqn, env: dict[int, np.ndarray]) -> None:
             raise RuntimeError(f"{eqn.primitive.name}: impl returned shape {o.shape}, "
                                f"expected {v.aval.shape}")
         env[id(v)] = o
+
+
+def plan(jaxpr: Jaxpr) -> Program:
+    """The program of `jaxpr` for this CPU (float16 kernels only with F16C)."""
+    return program_lib.plan(jaxpr, half_native())
 
 
 def compile_llvm(jaxpr: Jaxpr) -> LLVMExecutable:

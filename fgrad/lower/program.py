@@ -1,0 +1,106 @@
+"""Program: a schedule with its kernels built and its buffers planned; backend-neutral.
+
+In: a Jaxpr without constvars. Out: a `Program`: the schedule, one `Kernel` per kernel step,
+`actions` (host steps and `Segment`s of consecutive kernels, each segment one native call on
+a table of buffer slots), and the intermediate buffer plan (`buffer_of`, `buffer_bytes`):
+a buffer whose value is dead is reused by a later kernel output of the same size.
+Both the llvm and the opencl runtimes execute a Program; only rendering differs.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from fgrad.core.ir import Jaxpr, Var
+from fgrad.lower.kernel_build import build_kernel
+from fgrad.lower.kernel_ir import Kernel
+from fgrad.lower.schedule import HostStep, KernelStep, Schedule, jaxpr_names, schedule
+
+Call = tuple[str, list[int]]  # (kernel name, buffer slot of each kernel parameter)
+
+@dataclass
+class Segment:
+    """Consecutive kernels run by one native call; `table` lists the buffer of each slot."""
+
+    calls: list[Call] = field(default_factory=list)
+    table: list[Var] = field(default_factory=list)
+    allocs: list[Var] = field(default_factory=list)
+
+    def slot(self, var: Var) -> int:
+        """The table slot of `var`'s buffer (added on first use)."""
+        for i, v in enumerate(self.table):
+            if v is var:
+                return i
+        self.table.append(var)
+        return len(self.table) - 1
+
+
+@dataclass
+class Program:
+    """Everything a call needs: the steps, the kernels, and where every buffer lives."""
+
+    jaxpr: Jaxpr
+    schedule: Schedule
+    kernels: list[Kernel]
+    actions: list[Segment | HostStep]
+    buffer_of: dict[int, int]      # var id -> intermediate buffer number
+    buffer_bytes: list[int]
+
+
+def _last_uses(sched: Schedule, kernel_params: dict[int, list[Var]]) -> dict[int, int]:
+    last: dict[int, int] = {}
+    for n, step in enumerate(sched.steps):
+        reads = kernel_params[n] if isinstance(step, KernelStep) else step.eqn.inputs
+        for v in reads:
+            if isinstance(v, Var):
+                last[id(v)] = n
+    return last
+
+
+def _assign_buffers(sched: Schedule, kernel_params: dict[int, list[Var]]
+                    ) -> tuple[dict[int, int], list[int]]:
+    """Give each intermediate kernel output a buffer; reuse dead buffers of equal size."""
+    last = _last_uses(sched, kernel_params)
+    keep = {id(v) for v in sched.jaxpr.outvars if isinstance(v, Var)}
+    buffer_of: dict[int, int] = {}
+    sizes: list[int] = []
+    free: dict[int, list[int]] = {}
+    live: list[int] = []
+    for n, step in enumerate(sched.steps):
+        outs = step.outputs if isinstance(step, KernelStep) else ()
+        for v in outs:
+            if id(v) in keep:
+                continue
+            nbytes = v.aval.size * v.aval.dtype.itemsize
+            pool = free.get(nbytes)
+            buffer_of[id(v)] = pool.pop() if pool else len(sizes)
+            if buffer_of[id(v)] == len(sizes):
+                sizes.append(nbytes)
+            live.append(id(v))
+        for key in [k for k in live if last.get(k, n) <= n]:
+            live.remove(key)
+            free.setdefault(sizes[buffer_of[key]], []).append(buffer_of[key])
+    return buffer_of, sizes
+
+
+def plan(jaxpr: Jaxpr, half_native: bool = True) -> Program:
+    """Schedule `jaxpr`, build every kernel, group consecutive kernels into segments.
+    `half_native`: whether float16 may be computed in kernels (else host steps)."""
+    sched = schedule(jaxpr, half_native)
+    names = jaxpr_names(jaxpr)
+    kernels, kernel_params, actions = [], {}, []
+    segment: Segment | None = None
+    for n, step in enumerate(sched.steps):
+        if isinstance(step, HostStep):
+            actions.append(step)
+            segment = None
+            continue
+        kernel, params = build_kernel(sched, step, names)
+        kernels.append(kernel)
+        kernel_params[n] = params
+        if segment is None:
+            segment = Segment()
+            actions.append(segment)
+        segment.calls.append((kernel.name, [segment.slot(v) for v in params]))
+        segment.allocs.extend(step.outputs)
+    buffer_of, sizes = _assign_buffers(sched, kernel_params)
+    return Program(jaxpr, sched, kernels, actions, buffer_of, sizes)
