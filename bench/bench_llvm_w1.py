@@ -8,7 +8,7 @@ from __future__ import annotations
 import statistics
 import sys
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 

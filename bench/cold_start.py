@@ -1,0 +1,84 @@
+"""W6: time of the FIRST call of the W5 training step in a fresh process.
+
+"cold": a new process with an empty compile cache directory (FGRAD_CACHE_DIR for fgrad,
+with POCL_CACHE_DIR inside it for the OpenCL driver; jax_compilation_cache_dir for JAX).
+"warm start": another new process given the directory the cold run filled. Imports and data
+set-up are not timed; the first call is (trace, compile or cache load, one run, waiting for
+the results). Each is repeated `Settings.cold_runs` times (fresh directories for the cold
+runs); the table shows the median.
+
+Parent (bench/run.py): `w6_rows(batch, settings)` -> two Rows.
+Child: python bench/cold_start.py CONTENDER BATCH CACHE_DIR  -> prints {"first_ms": ...}
+"""
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+from harness import Row, Settings, available, fgrad_backends
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def _configure_jax_cache(cache_dir: str) -> None:
+    import jax
+    jax.config.update("jax_compilation_cache_dir", cache_dir)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+
+
+def child(contender: str, batch: int, cache_dir: str) -> None:
+    """Build the W5 step of `contender`, time its first call, print the result as JSON."""
+    if contender == "jax":
+        _configure_jax_cache(cache_dir)
+    from mlp import w5_factories
+    call = w5_factories(batch)[contender]()
+    start = time.perf_counter()
+    call()
+    print(json.dumps({"first_ms": (time.perf_counter() - start) * 1e3}))
+
+
+def _spawn(contender: str, batch: int, cache_dir: str, timeout_s: float) -> float:
+    """Run the child in a fresh interpreter; its first-call milliseconds."""
+    env = dict(os.environ, FGRAD_CACHE_DIR=cache_dir,
+               POCL_CACHE_DIR=os.path.join(cache_dir, "pocl"))
+    proc = subprocess.run([sys.executable, os.path.join(HERE, "cold_start.py"), contender,
+                           str(batch), cache_dir], env=env, capture_output=True, text=True,
+                          timeout=timeout_s, check=False)
+    if proc.returncode != 0:
+        tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        raise RuntimeError(f"child exited {proc.returncode}: {tail}")
+    return float(json.loads(proc.stdout.strip().splitlines()[-1])["first_ms"])
+
+
+def w6_rows(batch: int, settings: Settings) -> list[Row]:
+    """Two Rows (cold, then warm start) for JAX and every fgrad backend present.
+
+    The warm Row reuses the directories its cold Row filled, so it must run second.
+    """
+    root = tempfile.mkdtemp(prefix="fgrad_bench_w6_")
+    atexit.register(shutil.rmtree, root, True)
+    contenders = (["jax"] if available("jax") else []) + [f"fgrad-{b}" for b in fgrad_backends()]
+
+    def first_calls(name: str) -> float:
+        times = []
+        for i in range(settings.cold_runs):
+            cache = os.path.join(root, name, str(i))
+            os.makedirs(cache, exist_ok=True)
+            times.append(_spawn(name, batch, cache, float(settings.guard_s)))
+        return statistics.median(times)
+
+    label = f"W6 first call of the W5 step (batch {batch}), fresh process"
+    measures = {c: lambda c=c: first_calls(c) for c in contenders}
+    return [Row(f"{label}, empty cache", measures), Row(f"{label}, warm cache", dict(measures))]
+
+
+if __name__ == "__main__":
+    child(sys.argv[1], int(sys.argv[2]), sys.argv[3])
