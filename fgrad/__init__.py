@@ -2,6 +2,7 @@
 from fgrad.core import prims as _prims  # noqa: F401  (registers every primitive)
 from fgrad.core import tree_util
 from fgrad.core.api_util import make_jaxpr
+from fgrad.core.device import device_put, devices
 from fgrad.core.dtypes import DType, dtypes
 from fgrad.core.ir import ClosedJaxpr, Jaxpr
 from fgrad.core.tensor import ConcretizationError, Tensor
@@ -13,6 +14,6 @@ from fgrad.transforms import (checkpoint, custom_jvp, custom_vjp, grad, hessian,
 remat = checkpoint
 __version__ = "0.1.0"
 __all__ = ["ClosedJaxpr", "ConcretizationError", "DType", "Jaxpr", "Tensor", "checkpoint",
-           "custom_jvp", "custom_vjp", "dtypes", "grad", "hessian", "jacfwd", "jacrev", "jit",
-           "jvp", "lax", "linearize", "make_jaxpr", "nn", "optim", "random", "remat",
-           "stop_gradient", "tree_util", "value_and_grad", "vjp", "vmap"]
+           "custom_jvp", "custom_vjp", "device_put", "devices", "dtypes", "grad", "hessian",
+           "jacfwd", "jacrev", "jit", "jvp", "lax", "linearize", "make_jaxpr", "nn", "optim",
+           "random", "remat", "stop_gradient", "tree_util", "value_and_grad", "vjp", "vmap"]

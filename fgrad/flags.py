@@ -1,8 +1,9 @@
 """Every environment variable fgrad reads, in one place.
 
-FGRAD_BACKEND       default jit backend: "numpy" (reference interpreter), "llvm", "opencl"
+FGRAD_BACKEND       default jit backend: "llvm" (default), "opencl", "numpy" (reference interpreter)
 FGRAD_LOG_RETRACE   "1": log (logger "fgrad.jit", level WARNING) why a jitted function retraced
 FGRAD_CACHE_DIR     on-disk compile cache directory (default: the user cache dir)
+FGRAD_OPENCL_DEVICE OpenCL device: "P:D" (platform:device indices) or a part of its name
 """
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import os
 
 def default_backend() -> str:
     """The jit backend used when `backend=None`."""
-    return os.environ.get("FGRAD_BACKEND", "numpy").lower()
+    return os.environ.get("FGRAD_BACKEND", "llvm").lower()
 
 
 def log_retrace() -> bool:
@@ -23,3 +24,8 @@ def cache_dir() -> str:
     """Directory of the on-disk compile cache."""
     default = os.path.join(os.path.expanduser("~"), ".cache", "fgrad")
     return os.environ.get("FGRAD_CACHE_DIR", default)
+
+
+def opencl_device() -> str | None:
+    """The OpenCL device the user picked (None: first GPU, else first device)."""
+    return os.environ.get("FGRAD_OPENCL_DEVICE") or None

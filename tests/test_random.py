@@ -12,6 +12,8 @@ import fgrad
 from fgrad import Tensor, dtypes
 from fgrad import random
 
+pytestmark = pytest.mark.backends  # jit tests run per backend (conftest.py)
+
 M32 = 0xFFFFFFFF
 
 

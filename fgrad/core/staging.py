@@ -82,7 +82,7 @@ class StagingTrace(Trace):
         if own_tracer(self, x):
             return x._var
         if not isinstance(x, Tracer) and x.ndim == 0:
-            return Literal(x._data.reshape(()).item(), x.aval)
+            return Literal(x._concrete("a literal").reshape(()).item(), x.aval)
         key = id(x)
         if key not in self.const_vars:
             self.const_vars[key] = (Var(x.aval), x)

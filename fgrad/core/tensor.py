@@ -10,6 +10,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from fgrad.core import device as _device
 from fgrad.core import dtypes as _dt
 from fgrad.core.dtypes import DType, dtypes
 from fgrad.core.ir import ShapedArray
@@ -85,22 +86,28 @@ class Tensor(MathMixin, MovementMixin, ReduceMixin, CreationMixin, MathOpsMixin,
             raise TypeError("Tensor(tracer) is not allowed under a transformation; use "
                             "x.cast(dtype) to change a traced value's dtype")
         if isinstance(data, Tensor):
-            arr = data._data if dtype is None else data._data.astype(dtype.np)
+            device = device if device is not None else data.device
+            arr = _device.to_host(data._data)
+            arr = arr if dtype is None else arr.astype(dtype.np)
         elif isinstance(data, np.ndarray) or np.isscalar(data) and isinstance(data, np.generic):
             arr = np.array(data)  # a copy: never freeze or alias the caller's array
             _dt.from_numpy(arr.dtype)
             arr = arr if dtype is None else arr.astype(dtype.np)
         else:
             arr = _from_python(data, dtype)
+        if _device.is_device_array(arr):
+            arr = _device.to_host(arr)
         self._data = _freeze(np.array(arr) if arr is getattr(data, "_data", None) else arr)
-        if device not in (None, "CPU", "cpu"):
-            raise ValueError(f"unknown device {device!r} for an eager Tensor; eager Tensors "
-                             f"live on 'CPU'")
+        if device is not None and _device.canonical_device(device) != "CPU":
+            self._data = _device.put(self._data, device)
 
     @classmethod
     def _wrap(cls, arr: np.ndarray) -> "Tensor":
         t = object.__new__(Tensor)
-        t._data = _freeze(arr)
+        if type(arr) is np.ndarray and not arr.flags.writeable:
+            t._data = arr
+        else:
+            t._data = arr if _device.is_device_array(arr) else _freeze(arr)
         return t
 
     # ---------------------------------------------------------------- properties
@@ -122,7 +129,8 @@ class Tensor(MathMixin, MovementMixin, ReduceMixin, CreationMixin, MathOpsMixin,
 
     @property
     def device(self) -> str:
-        return "CPU"
+        """Where the data lives: 'CPU' or an OpenCL device such as 'CL:0'."""
+        return _device.device_of(self._data)
 
     def numel(self) -> int:
         """Number of elements."""
@@ -153,7 +161,7 @@ class Tensor(MathMixin, MovementMixin, ReduceMixin, CreationMixin, MathOpsMixin,
 
     # ---------------------------------------------------------------- data access
     def _concrete(self, why: str) -> np.ndarray:
-        return self._data
+        return _device.to_host(self._data)
 
     def numpy(self) -> np.ndarray:
         """A NumPy copy of the data."""
@@ -209,11 +217,12 @@ class Tensor(MathMixin, MovementMixin, ReduceMixin, CreationMixin, MathOpsMixin,
         return arr.reshape(())
 
     def __repr__(self) -> str:
-        arr = self._data
+        arr = _device.to_host(self._data)
         if arr.dtype == dtypes.bfloat16.np:
             arr = arr.astype(np.float32)
         body = np.array2string(arr, separator=", ", prefix="Tensor(", threshold=200)
-        return f"Tensor({body}, dtype={self.dtype!r})"
+        where = "" if self.device == "CPU" else f", device={self.device!r}"
+        return f"Tensor({body}, dtype={self.dtype!r}{where})"
 
     def __hash__(self) -> int:
         return id(self)
@@ -247,10 +256,14 @@ class Tensor(MathMixin, MovementMixin, ReduceMixin, CreationMixin, MathOpsMixin,
         return self
 
     def to(self, device: str) -> "Tensor":
-        """Move to a device; eager CPU Tensors stay on 'CPU'."""
-        if str(device).upper() not in ("CPU",):
-            raise ValueError(f"unknown device {device!r}; available: 'CPU'")
-        return self
+        """This Tensor on `device` ('CPU', 'CL', 'CL:<n>'; see `fgrad.devices()`): a copy
+        when it lives elsewhere, itself when it is already there."""
+        if isinstance(self, Tracer):
+            raise ConcretizationError(f"Tensor.to({device!r}) cannot move a traced value; "
+                                      f"move the arguments before calling the transformed "
+                                      f"function")
+        moved = _device.put(self._data, device)
+        return self if moved is self._data else Tensor._wrap(moved)
 
 
 class Tracer(Tensor):
@@ -301,12 +314,21 @@ class EvalTrace(Trace):
 
     def process_primitive(self, prim: Any, args: Sequence[Any], params: dict) -> list[Any]:
         arrays = [as_concrete_array(x) for x in args]
-        out_avals = prim.abstract_eval_list(*[x.aval for x in args], **params)
-        outs = prim.impl_list(*arrays, **params)
+        in_avals = [x.aval for x in args]
+        out_avals = prim.abstract_eval_list(*in_avals, **params)
+        device = _device.common_device(prim.name, arrays)
+        if device != "CPU" and prim.name != "jit":  # jit runs device data itself
+            outs = _device.eval_on_device(prim, arrays, in_avals, params, device)
+        else:
+            outs = prim.impl_list(*arrays, **params)
         return [Tensor._wrap(_conform(o, a)) for o, a in zip(outs, out_avals, strict=True)]
 
 
 def _conform(out: Any, aval: ShapedArray) -> np.ndarray:
+    if _device.is_device_array(out):
+        if tuple(out.shape) != aval.shape or out.dtype != aval.dtype.np:
+            raise AssertionError(f"device result {out.shape} {out.dtype}, expected {aval}")
+        return out
     arr = np.asarray(out)
     if arr.dtype != aval.dtype.np:
         arr = arr.astype(aval.dtype.np)

@@ -1,6 +1,7 @@
 """Render kernel IR to LLVM IR with llvmlite's IRBuilder (module -> function -> block).
 
-In: `Kernel`s and native segments (each an ordered list of kernel calls on buffer slots).
+In: `Kernel`s, library calls (dot_general equations, rendered by llvm_blas.py as BLAS gemm
+calls) and native segments (each an ordered list of such calls on buffer slots).
 Out: one `ir.Module`: an internal function per kernel taking one noalias pointer per buffer,
 and an exported entry per segment, `void segN(i8** buffers)`, that calls its kernels in
 order. Loops count up in i64 with the innermost loop over the contiguous axis, so LLVM's
@@ -14,10 +15,12 @@ from typing import Sequence
 from llvmlite import ir
 
 from fgrad.core.dtypes import dtypes
+from fgrad.core.ir import Eqn
 from fgrad.lower.indexing import Clamp, Div, Ix, Mod, Sym, ix_range
 from fgrad.lower.kernel_build import identity
 from fgrad.lower.kernel_ir import (AccInit, AccRead, AccUpdate, Const, Expr, IndexPred,
                                    IndexValue, Kernel, Load, Loop, Op, Stmt, Store)
+from fgrad.lower.llvm_blas import render_gemm
 from fgrad.lower.llvm_ops import I1, I64, OPS, Emitter, const, mem_type, reg_type
 
 Call = tuple[str, Sequence[int]]  # (kernel name, buffer slot of each parameter)
@@ -221,11 +224,13 @@ def render_entry(module: ir.Module, name: str, calls: Sequence[Call],
     return fn
 
 
-def render_module(kernels: Sequence[Kernel], segments: Sequence[Sequence[Call]]
-                  ) -> ir.Module:
-    """One module: every kernel, plus entry `seg{i}` for each native segment."""
+def render_module(kernels: Sequence[Kernel], segments: Sequence[Sequence[Call]],
+                  library_calls: dict[str, Eqn] | None = None) -> ir.Module:
+    """One module: every kernel and library call, plus entry `seg{i}` for each segment."""
     module = ir.Module(name="fgrad")
     functions = {k.name: render_kernel(module, k) for k in kernels}
+    for name, eqn in (library_calls or {}).items():
+        functions[name] = render_gemm(module, name, eqn)
     for i, calls in enumerate(segments):
         render_entry(module, f"seg{i}", calls, functions)
     return module

@@ -5,19 +5,29 @@ In: a Jaxpr without constvars. Out: an executable `exe(*arrays) -> list[np.ndarr
 All kernels of a program go into ONE module, compiled in-process by llvmlite (host CPU
 features, the O3 pipeline of the new pass manager, MCJIT). Host steps (see schedule.py: a
 temporary NumPy fallback) split the program into native segments; each segment is one
-native call `segN(buffers)` through ctypes. Intermediates live in NumPy buffers allocated
-per call; a buffer whose value is dead is reused by a later kernel output of the same size.
+native call `segN(buffers)` through ctypes. Intermediates and outputs live in blocks of
+`buffer_pool.POOL`, kept mapped between calls; a buffer whose value is dead is reused by a
+later kernel output of the same size. Compiled code is cached by a hash of the unoptimized
+IR (and llvmlite's version, the host CPU and its features): in memory, so identical programs
+compile once, and on disk (`disk_cache`), so a fresh process skips optimizing and codegen.
 """
 from __future__ import annotations
 
+import collections
 import ctypes
+import functools
+import hashlib
+import threading
 from typing import Any
 
+import llvmlite
 import llvmlite.binding as llvm
 import numpy as np
 
 from fgrad.core.ir import Eqn, Jaxpr, Literal, Var
+from fgrad.lower import disk_cache
 from fgrad.lower import program as program_lib
+from fgrad.lower.buffer_pool import POOL
 from fgrad.lower.llvm_render import render_module
 from fgrad.lower.program import Program, Segment
 from fgrad.lower.schedule import HostStep
@@ -51,7 +61,7 @@ def half_native() -> bool:
 def module_ir(program: Program) -> Any:
     """The llvmlite `ir.Module` of a program (unoptimized)."""
     segments = [a.calls for a in program.actions if isinstance(a, Segment)]
-    module = render_module(program.kernels, segments)
+    module = render_module(program.kernels, segments, program.library_calls)
     tm = target_machine()
     module.triple = tm.triple
     module.data_layout = str(tm.target_data)
@@ -63,7 +73,10 @@ def module_ir(program: Program) -> Any:
 
 def _optimize(module: Any) -> Any:
     """Parse and verify the module, then run LLVM's O3 pipeline (vectorizers on)."""
-    text = str(module)
+    return _optimize_text(str(module))
+
+
+def _optimize_text(text: str) -> Any:
     try:
         parsed = llvm.parse_assembly(text)
         parsed.verify()
@@ -83,59 +96,230 @@ def optimized_ir(program: Program) -> str:
     return str(_optimize(module_ir(program)))
 
 
-def _compile(module: Any) -> Any:
-    """Optimize and JIT-compile a module; returns the execution engine (which owns it)."""
-    engine = llvm.create_mcjit_compiler(_optimize(module), _new_target_machine())
+# ---------------------------------------------------------------------------- compiling
+
+_ENGINES: collections.OrderedDict[str, Any] = collections.OrderedDict()
+_ENGINES_KEPT = 256
+_engines_lock = threading.Lock()
+compile_stats: collections.Counter[str] = collections.Counter()  # memory/disk hits, builds
+
+
+@functools.cache
+def _toolchain_and_host() -> str:
+    return "\0".join([llvmlite.__version__, llvm.get_host_cpu_name(),
+                      llvm.get_host_cpu_features().flatten(), str(disk_cache.FORMAT_VERSION)])
+
+
+def cache_key(ir_text: str) -> str:
+    """What compiled code depends on, hashed: the unoptimized IR, llvmlite's (and so LLVM's)
+    version, the host CPU and its features, and the cache format."""
+    return hashlib.sha256(f"{ir_text}\0{_toolchain_and_host()}".encode()).hexdigest()
+
+
+def _build(text: str) -> tuple[Any, bytes | None]:
+    """Optimize and JIT-compile; returns the engine and the object code MCJIT produced."""
+    objects: list[bytes] = []
+    engine = llvm.create_mcjit_compiler(_optimize_text(text), _new_target_machine())
+    engine.set_object_cache(lambda _module, data: objects.append(data))
     engine.finalize_object()
+    return engine, (objects.pop() if objects else None)
+
+
+def _load(obj: bytes) -> Any:
+    """An engine running cached object code: no optimizing, no code generation (None if
+    LLVM reports an error; a damaged object can crash it, so only verified entries come
+    here)."""
+    empty = llvm.parse_assembly(f'target triple = "{target_machine().triple}"\n')
+    engine = llvm.create_mcjit_compiler(empty, _new_target_machine())
+    try:
+        engine.add_object_file(llvm.ObjectFileRef.from_data(obj))
+        engine.finalize_object()
+    except RuntimeError:
+        return None
     return engine
+
+
+def compiled_engine(module: Any) -> Any:
+    """The execution engine of `module`: from memory, from the disk cache, or built (and
+    then cached in both)."""
+    text = str(module)
+    key = cache_key(text)
+    with _engines_lock:
+        engine = _ENGINES.get(key)
+        if engine is not None:
+            _ENGINES.move_to_end(key)
+            compile_stats["memory_hits"] += 1
+            return engine
+    obj = disk_cache.load(key)
+    engine = _load(obj) if obj else None
+    if engine is not None:
+        compile_stats["disk_hits"] += 1
+    else:
+        engine, obj = _build(text)
+        compile_stats["builds"] += 1
+        if obj:
+            disk_cache.store(key, obj)
+    with _engines_lock:
+        _ENGINES[key] = engine
+        while len(_ENGINES) > _ENGINES_KEPT:
+            _ENGINES.popitem(last=False)
+    return engine
+
+
+def clear_memory_cache() -> None:
+    """Forget compiled engines kept in memory (executables keep theirs); the disk cache
+    stays. A later compile of the same program then reads the disk cache, as a new
+    process would."""
+    with _engines_lock:
+        _ENGINES.clear()
 
 
 _ENTRY = ctypes.CFUNCTYPE(None, ctypes.POINTER(ctypes.c_void_p))
 
 
 class LLVMExecutable:
-    """A compiled program: call it with NumPy arrays, get the output arrays."""
+    """A compiled program: call it with NumPy arrays, get the output arrays (read-only views
+    of pooled memory, returned to the pool when dropped)."""
 
     def __init__(self, program: Program):
         self.program = program
         self.module = module_ir(program)
-        self.engine = _compile(self.module)
+        self.engine = compiled_engine(self.module)
         n_seg = sum(isinstance(a, Segment) for a in program.actions)
         self.entries = [_ENTRY(self.engine.get_function_address(f"seg{i}"))
                         for i in range(n_seg)]
+        self.aliases = alias_plan(program)
+        self._direct = self._direct_plan()
 
-    def _buffers(self) -> list[np.ndarray]:
-        return [np.empty(n, np.uint8) for n in self.program.buffer_bytes]
-
-    def _new(self, var: Var, buffers: list[np.ndarray]) -> np.ndarray:
+    def _new(self, var: Var, blocks: list[np.ndarray]) -> np.ndarray:
         b = self.program.buffer_of.get(id(var))
         if b is None:
-            return np.empty(var.aval.shape, var.aval.dtype.np)
+            return POOL.array(var.aval.shape, var.aval.dtype.np)
         nbytes = var.aval.size * var.aval.dtype.itemsize
-        return buffers[b][:nbytes].view(var.aval.dtype.np).reshape(var.aval.shape)
+        return blocks[b][:nbytes].view(var.aval.dtype.np).reshape(var.aval.shape)
 
     def __call__(self, *arrays: Any) -> list[np.ndarray]:
+        if self._direct is not None and len(arrays) == len(self._direct[0]):
+            return self._run_direct(arrays)
+        return self._run(arrays, {})
+
+    def _direct_plan(self) -> Any:
+        """For a program that is one native segment writing each output directly (no host
+        steps, no intermediates): (input dtypes, output avals, table order), else None."""
+        program, jaxpr = self.program, self.program.jaxpr
+        if len(program.actions) != 1 or not isinstance(program.actions[0], Segment) \
+                or program.buffer_bytes:
+            return None
+        seg = program.actions[0]
+        outs = jaxpr.outvars
+        if not all(isinstance(v, Var) for v in outs) or len({id(v) for v in outs}) != \
+                len(outs) or {id(v) for v in seg.allocs} != {id(v) for v in outs}:
+            return None
+        position = {id(v): i for i, v in enumerate(list(jaxpr.invars) + list(outs))}
+        if any(id(v) not in position for v in seg.table):
+            return None
+        return ([v.aval.dtype.np for v in jaxpr.invars],
+                [(v.aval.shape, v.aval.dtype.np) for v in outs],
+                [position[id(v)] for v in seg.table], ctypes.c_void_p * len(seg.table))
+
+    def _run_direct(self, arrays: Any) -> list[np.ndarray]:
+        """The lean call path of `_direct_plan` programs (what a small jitted call costs)."""
+        in_dtypes, out_specs, order, table_type = self._direct
+        ins = [a if type(a) is np.ndarray and a.dtype == dt and a.flags.c_contiguous
+               else _as_c(a, dt) for a, dt in zip(arrays, in_dtypes)]
+        outs = [POOL.array(shape, dt) for shape, dt in out_specs]
+        every = ins + outs
+        self.entries[0](table_type(*[every[i].ctypes.data for i in order]))
+        return outs
+
+    def call_donated(self, arrays: list[Any], reusable: list[bool]) -> list[np.ndarray]:
+        """Call with `arrays`, where `reusable[i]` says that nothing but this call sees
+        `arrays[i]`: an output may then be written into that array and returned as it."""
+        given: dict[int, np.ndarray] = {}
+        free = [i for i, ok in enumerate(reusable) if ok]
+        for out_id, candidates in self.aliases.items():
+            i = next((i for i in candidates if i in free), None)
+            if i is not None:
+                free.remove(i)
+                given[out_id] = arrays[i]
+        return self._run(arrays, given)
+
+    def _run(self, arrays: Any, given: dict[int, np.ndarray]) -> list[np.ndarray]:
         jaxpr = self.program.jaxpr
         env: dict[int, np.ndarray] = {}
-        for v, a in zip(jaxpr.invars, arrays, strict=True):
+        if len(arrays) != len(jaxpr.invars):
+            raise TypeError(f"this executable takes {len(jaxpr.invars)} arrays, got "
+                            f"{len(arrays)}")
+        for v, a in zip(jaxpr.invars, arrays):
             env[id(v)] = _c_array(a, v)
-        buffers = self._buffers()
-        seg = 0
-        for action in self.program.actions:
-            if isinstance(action, HostStep):
-                _run_host(action.eqn, env)
-                continue
-            for v in action.allocs:
-                env[id(v)] = self._new(v, buffers)
-            table = (ctypes.c_void_p * len(action.table))(
-                *[env[id(v)].ctypes.data for v in action.table])
-            self.entries[seg](table)
-            seg += 1
-        return [_read(a, env) for a in jaxpr.outvars]
+        blocks = [POOL.take(n) for n in self.program.buffer_bytes]
+        try:
+            seg = 0
+            for action in self.program.actions:
+                if isinstance(action, HostStep):
+                    _run_host(action.eqn, env)
+                    continue
+                for v in action.allocs:
+                    env[id(v)] = given[id(v)] if id(v) in given else self._new(v, blocks)
+                table = (ctypes.c_void_p * len(action.table))(
+                    *[env[id(v)].ctypes.data for v in action.table])
+                self.entries[seg](table)
+                seg += 1
+            return [_read(a, env) for a in jaxpr.outvars]
+        finally:
+            env.clear()  # drop every view of the blocks before they go back
+            for block in blocks:
+                POOL.give(block)
+
+
+def _use_positions(program: Program) -> tuple[dict[int, int], dict[int, int]]:
+    """The first and the last step (kernel, library call or host step, counted in run
+    order) that reads or writes each value, by var id."""
+    first: dict[int, int] = {}
+    last: dict[int, int] = {}
+    pos = 0
+    for action in program.actions:
+        if isinstance(action, HostStep):
+            groups = [list(action.eqn.inputs) + list(action.eqn.outvars)]
+        else:
+            groups = [[action.table[s] for s in slots] for _, slots in action.calls]
+        for group in groups:
+            pos += 1
+            for v in group:
+                if isinstance(v, Var):
+                    first.setdefault(id(v), pos)
+                    last[id(v)] = pos
+    return first, last
+
+
+def alias_plan(program: Program) -> dict[int, list[int]]:
+    """For each output written by native code (by var id): the input positions whose array
+    it may be written into when donated. Same shape and dtype; the input is not an output
+    itself; and every use of the input comes in an earlier step than the output's write, so
+    no kernel ever sees both (their pointers are `noalias`)."""
+    jaxpr = program.jaxpr
+    first, last = _use_positions(program)
+    outs = {id(v) for v in jaxpr.outvars if isinstance(v, Var)}
+    written = {id(v) for a in program.actions if isinstance(a, Segment) for v in a.allocs}
+    plan: dict[int, list[int]] = {}
+    for v in jaxpr.outvars:
+        if not isinstance(v, Var) or id(v) not in written or id(v) in program.buffer_of:
+            continue
+        plan[id(v)] = [i for i, u in enumerate(jaxpr.invars)
+                       if u.aval.shape == v.aval.shape and u.aval.dtype == v.aval.dtype
+                       and id(u) not in outs and last.get(id(u), 0) < first.get(id(v), 0)]
+    return {k: c for k, c in plan.items() if c}
+
+
+def _as_c(a: Any, dtype: np.dtype) -> np.ndarray:
+    arr = np.asarray(a, dtype=dtype)
+    return arr if arr.flags.c_contiguous else arr.copy(order="C")
 
 
 def _c_array(a: Any, var: Var) -> np.ndarray:
     """`a` as a C-contiguous array of var's dtype (0-d stays 0-d; copies only if needed)."""
+    if type(a) is np.ndarray and a.flags.c_contiguous and a.dtype == var.aval.dtype.np:
+        return a
     arr = np.asarray(a, dtype=var.aval.dtype.np)
     return arr if arr.flags.c_contiguous else arr.copy(order="C")
 

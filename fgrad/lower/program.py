@@ -1,25 +1,28 @@
 """Program: a schedule with its kernels built and its buffers planned; backend-neutral.
 
 In: a Jaxpr without constvars. Out: a `Program`: the schedule, one `Kernel` per kernel step,
-`actions` (host steps and `Segment`s of consecutive kernels, each segment one native call on
-a table of buffer slots), and the intermediate buffer plan (`buffer_of`, `buffer_bytes`):
-a buffer whose value is dead is reused by a later kernel output of the same size.
+`actions` (host steps and `Segment`s of consecutive kernels and library calls, each segment
+one native call on a table of buffer slots), `library_calls` (the dot_general equation of
+each library call in a segment: a BLAS gemm on the llvm backend; slots are out, lhs, rhs),
+and the intermediate buffer plan (`buffer_of`, `buffer_bytes`): a buffer whose value is
+dead is reused by a later kernel or gemm output of the same size.
 Both the llvm and the opencl runtimes execute a Program; only rendering differs.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from fgrad.core.ir import Jaxpr, Var
+from fgrad.core.ir import Eqn, Jaxpr, Var
 from fgrad.lower.kernel_build import build_kernel
 from fgrad.lower.kernel_ir import Kernel
-from fgrad.lower.schedule import HostStep, KernelStep, Schedule, jaxpr_names, schedule
+from fgrad.lower.schedule import GemmStep, HostStep, KernelStep, Schedule, schedule
 
-Call = tuple[str, list[int]]  # (kernel name, buffer slot of each kernel parameter)
+Call = tuple[str, list[int]]  # (kernel or library call name, buffer slot of each parameter)
 
 @dataclass
 class Segment:
-    """Consecutive kernels run by one native call; `table` lists the buffer of each slot."""
+    """Consecutive kernels and library calls run by one native call; `table` lists the
+    buffer of each slot; `allocs` the values the segment writes."""
 
     calls: list[Call] = field(default_factory=list)
     table: list[Var] = field(default_factory=list)
@@ -44,6 +47,7 @@ class Program:
     actions: list[Segment | HostStep]
     buffer_of: dict[int, int]      # var id -> intermediate buffer number
     buffer_bytes: list[int]
+    library_calls: dict[str, Eqn] = field(default_factory=dict)  # name -> dot_general
 
 
 def _last_uses(sched: Schedule, kernel_params: dict[int, list[Var]]) -> dict[int, int]:
@@ -66,7 +70,7 @@ def _assign_buffers(sched: Schedule, kernel_params: dict[int, list[Var]]
     free: dict[int, list[int]] = {}
     live: list[int] = []
     for n, step in enumerate(sched.steps):
-        outs = step.outputs if isinstance(step, KernelStep) else ()
+        outs = step.outputs if isinstance(step, (KernelStep, GemmStep)) else ()
         for v in outs:
             if id(v) in keep:
                 continue
@@ -86,21 +90,27 @@ def plan(jaxpr: Jaxpr, half_native: bool = True) -> Program:
     """Schedule `jaxpr`, build every kernel, group consecutive kernels into segments.
     `half_native`: whether float16 may be computed in kernels (else host steps)."""
     sched = schedule(jaxpr, half_native)
-    names = jaxpr_names(jaxpr)
+    names = sched.names
     kernels, kernel_params, actions = [], {}, []
+    library_calls: dict[str, Eqn] = {}
     segment: Segment | None = None
     for n, step in enumerate(sched.steps):
         if isinstance(step, HostStep):
             actions.append(step)
             segment = None
             continue
-        kernel, params = build_kernel(sched, step, names)
-        kernels.append(kernel)
-        kernel_params[n] = params
+        if isinstance(step, GemmStep):
+            name, params = step.name, [step.eqn.outvars[0], *step.eqn.inputs]
+            library_calls[name] = step.eqn
+        else:
+            kernel, params = build_kernel(sched, step, names)
+            kernels.append(kernel)
+            kernel_params[n] = params
+            name = kernel.name
         if segment is None:
             segment = Segment()
             actions.append(segment)
-        segment.calls.append((kernel.name, [segment.slot(v) for v in params]))
+        segment.calls.append((name, [segment.slot(v) for v in params]))
         segment.allocs.extend(step.outputs)
     buffer_of, sizes = _assign_buffers(sched, kernel_params)
-    return Program(jaxpr, sched, kernels, actions, buffer_of, sizes)
+    return Program(jaxpr, sched, kernels, actions, buffer_of, sizes, library_calls)

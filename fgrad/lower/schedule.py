@@ -18,9 +18,15 @@ Fusion rules:
 - Consecutive kernels over the same loop domain merge into one multi-output kernel
   (elementwise outputs of a merged reduction kernel are stored from its loop nest).
 
-HOST STEPS ARE A TEMPORARY FALLBACK: every other primitive (dot_general, gather/scatter,
-sort, cumulative ops, argmax, control flow, nested jit, custom rules, linalg) and any
-equation on bfloat16 runs its NumPy `impl` between native segments until it gets a kernel.
+- A float32/float64 dot_general is a `GemmStep`: one BLAS gemm call per batch entry on
+  realized operands, read in place through BLAS's transpose flags and leading dimensions
+  (a transposed operand is folded into the dimension numbers; any other layout is packed
+  by a `transpose`, which fuses into its producer's kernel). See gemm_layout.py.
+
+HOST STEPS ARE A TEMPORARY FALLBACK: every other primitive (integer/half dot_general,
+gather/scatter, sort, cumulative ops, argmax, control flow, nested jit, custom rules,
+linalg) and any equation on bfloat16 runs its NumPy `impl` between native segments until
+it gets a kernel.
 """
 from __future__ import annotations
 
@@ -29,6 +35,7 @@ from typing import Union
 
 from fgrad.core.dtypes import dtypes
 from fgrad.core.ir import Eqn, Jaxpr, Var, _Names, _pp
+from fgrad.lower.gemm_layout import GemmDims, gemm_dims, gemm_reason, pack_gemm_operands
 
 UNARY = frozenset({
     "neg", "exp", "log", "sin", "cos", "tan", "tanh", "logistic", "sqrt", "rsqrt", "log1p",
@@ -75,17 +82,33 @@ class HostStep:
     reason: str
 
 
-Step = Union[KernelStep, HostStep]
+@dataclass(frozen=True, eq=False)
+class GemmStep:
+    """One float dot_general run natively as BLAS gemm calls (`dims`: the BLAS view)."""
+
+    name: str
+    eqn: Eqn
+    dims: GemmDims
+
+    @property
+    def outputs(self) -> tuple[Var, ...]:
+        """The product (written by the gemm calls)."""
+        return (self.eqn.outvars[0],)
+
+
+Step = Union[KernelStep, HostStep, GemmStep]
 
 
 @dataclass(frozen=True, eq=False)
 class Schedule:
-    """The ordered steps of a jaxpr, and which values live in buffers."""
+    """The ordered steps of a jaxpr, and which values live in buffers. `names`: variable
+    names as the scheduled jaxpr printed them (values that packing added come last)."""
 
     jaxpr: Jaxpr
     steps: tuple[Step, ...]
     realized: frozenset[int]
     producers: dict[int, Eqn]
+    names: _Names
 
     def kernels(self) -> list[KernelStep]:
         """The kernel steps, in order."""
@@ -94,6 +117,10 @@ class Schedule:
     def hosts(self) -> list[HostStep]:
         """The host steps, in order."""
         return [s for s in self.steps if isinstance(s, HostStep)]
+
+    def gemms(self) -> list[GemmStep]:
+        """The native matmul steps, in order."""
+        return [s for s in self.steps if isinstance(s, GemmStep)]
 
     def __str__(self) -> str:
         return pp_schedule(self)
@@ -105,6 +132,8 @@ class Schedule:
 def host_reason(eqn: Eqn, half_native: bool = True) -> str | None:
     """Why `eqn` cannot run in a native kernel yet (None: it can)."""
     name = eqn.primitive.name
+    if name == "dot_general":
+        return gemm_reason(eqn)
     if name not in ELEMENTWISE and name not in MOVEMENT and name not in REDUCE:
         return f"no native kernel for {name} yet"
     avals = [a.aval for a in eqn.inputs] + [v.aval for v in eqn.outvars]
@@ -146,12 +175,19 @@ class _Graph:
     def is_reduce(self, eqn: Eqn) -> bool:
         return not self.is_host(eqn) and eqn.primitive.name in REDUCE
 
+    def is_gemm(self, eqn: Eqn) -> bool:
+        return not self.is_host(eqn) and eqn.primitive.name == "dot_general"
+
+    def is_opaque(self, eqn: Eqn) -> bool:
+        """Host steps and gemms: their operands and results live in buffers."""
+        return self.is_host(eqn) or self.is_gemm(eqn)
+
 
 def _structural_realized(g: _Graph) -> set[int]:
     out = {id(v) for v in g.jaxpr.invars}
     out |= {id(v) for v in g.jaxpr.outvars if isinstance(v, Var)}
     for e in g.jaxpr.eqns:
-        if g.is_host(e):
+        if g.is_opaque(e):
             out |= {id(a) for a in e.inputs if isinstance(a, Var)}
             out |= {id(v) for v in e.outvars}
         elif g.is_reduce(e):
@@ -170,7 +206,7 @@ def realize(g: _Graph) -> set[int]:
     trivial: set[int] = set()
     costly: set[int] = set()
     for e in g.jaxpr.eqns:
-        if g.is_host(e) or g.is_reduce(e):
+        if g.is_opaque(e) or g.is_reduce(e):
             continue
         name = e.primitive.name
         for a in e.inputs:
@@ -236,6 +272,11 @@ def build_steps(g: _Graph, realized: set[int]) -> list[Step]:
         if g.is_host(eqn):
             steps.append(HostStep(f"h{len(steps)}", eqn, g.reasons[id(eqn)] or ""))
             continue
+        if g.is_gemm(eqn):
+            dims = gemm_dims(eqn)
+            assert dims is not None
+            steps.append(GemmStep(f"g{len(steps)}", eqn, dims))
+            continue
         var = eqn.outvars[0]
         if id(var) not in realized:
             continue
@@ -252,11 +293,15 @@ def build_steps(g: _Graph, realized: set[int]) -> list[Step]:
 
 
 def schedule(jaxpr: Jaxpr, half_native: bool = True) -> Schedule:
-    """Partition `jaxpr` into kernels and host steps (module docstring)."""
-    g = _Graph(jaxpr, half_native)
+    """Partition `jaxpr` into kernels, gemms and host steps (module docstring). The
+    schedule's jaxpr is `jaxpr` after `pack_gemm_operands` (same inputs and outputs)."""
+    g = _Graph(pack_gemm_operands(jaxpr), half_native)
+    names = jaxpr_names(jaxpr)
+    if g.jaxpr is not jaxpr:
+        _pp(g.jaxpr, names, 0)  # names the packed operands after every original value
     realized = realize(g)
     steps = build_steps(g, realized)
-    return Schedule(jaxpr, tuple(steps), frozenset(realized), g.producers)
+    return Schedule(g.jaxpr, tuple(steps), frozenset(realized), g.producers, names)
 
 
 # ---------------------------------------------------------------------------- printing
@@ -307,12 +352,27 @@ def _shape_text(shape: tuple[int, ...]) -> str:
     return "[" + ",".join(str(d) for d in shape) + "]"
 
 
+def pp_gemm(step: GemmStep, names: _Names) -> str:
+    """`g3: gemm f32 batch=() m=4 n=3 k=8 (a b) -> (c)  # dot_general lhs N rhs T (BLAS)`."""
+    d = step.dims
+    ins = " ".join(names(a) for a in step.eqn.inputs)
+    flags = f"lhs {'NT'[d.lhs.trans]} rhs {'NT'[d.rhs.trans]}"
+    return (f"  {step.name}: gemm {step.eqn.outvars[0].aval.dtype.short} batch={d.batch} "
+            f"m={d.m} n={d.n} k={d.k} ({ins}) -> ({names(step.eqn.outvars[0])})  "
+            f"# dot_general {flags} (BLAS)")
+
+
 def pp_schedule(sched: Schedule) -> str:
     """One line per step: kind, domain, buffers read and written, fused equations."""
-    names = jaxpr_names(sched.jaxpr)
-    n_k, n_h = len(sched.kernels()), len(sched.hosts())
-    lines = [f"schedule: {n_k} kernel{'s' * (n_k != 1)}, {n_h} host step{'s' * (n_h != 1)}"]
+    names = sched.names
+    n_k, n_g, n_h = len(sched.kernels()), len(sched.gemms()), len(sched.hosts())
+    gemms = f"{n_g} gemm{'s' * (n_g != 1)}, " if n_g else ""
+    lines = [f"schedule: {n_k} kernel{'s' * (n_k != 1)}, {gemms}"
+             f"{n_h} host step{'s' * (n_h != 1)}"]
     for step in sched.steps:
+        if isinstance(step, GemmStep):
+            lines.append(pp_gemm(step, names))
+            continue
         if isinstance(step, HostStep):
             ins = " ".join(names(a) for a in step.eqn.inputs)
             outs = " ".join(names(v) for v in step.eqn.outvars)

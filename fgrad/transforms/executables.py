@@ -47,3 +47,52 @@ def executable_for(jaxpr: Jaxpr, backend: str) -> Executable:
         per_backend[backend] = COMPILERS[backend](jaxpr)
         compile_seconds[0] += time.perf_counter() - start
     return per_backend[backend]
+
+
+# ---------------------------------------------------------------------------- donation
+
+
+class DonatedBuffer:
+    """The data of a Tensor donated to a jitted call (`donate_argnums`): every use raises."""
+
+    __slots__ = ("fn_name",)
+
+    def __init__(self, fn_name: str):
+        self.fn_name = fn_name
+
+    def _fail(self) -> Any:
+        raise RuntimeError(f"this Tensor's buffer has been donated to jit({self.fn_name}) "
+                           f"(donate_argnums), so its contents are invalid; use the "
+                           f"function's outputs instead, or do not donate this argument")
+
+    def __getattr__(self, name: str) -> Any:
+        return self._fail()
+
+    def __array__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._fail()
+
+    def __repr__(self) -> str:
+        return f"<buffer donated to jit({self.fn_name})>"
+
+
+def call_donating(jaxpr: Jaxpr, backend: str, tensors: list[Tensor], donated: list[bool],
+                  fn_name: str) -> list[Tensor]:
+    """Run `jaxpr` eagerly on `tensors`, consuming the donated ones: an output may be
+    written into the array of a donated Tensor that nothing else references (the backend
+    decides which outputs can), and every donated Tensor is invalidated afterwards."""
+    from fgrad.core.tensor import _conform, as_concrete_array
+    exe = executable_for(jaxpr, backend)
+    arrays = [as_concrete_array(t) for t in tensors]
+    run_donated = getattr(exe, "call_donated", None)
+    if run_donated is not None and any(donated):
+        from fgrad.lower.buffer_pool import exclusively_owned
+        # the two known holders of each array: its Tensor and `arrays`
+        reusable = [d and exclusively_owned(arrays[i], 2) for i, d in enumerate(donated)]
+        outs = run_donated(arrays, reusable) if any(reusable) else exe(*arrays)
+    else:
+        outs = exe(*arrays)
+    del arrays
+    for t, d in zip(tensors, donated, strict=True):
+        if d:
+            t._data = DonatedBuffer(fn_name)
+    return [Tensor._wrap(_conform(o, v.aval)) for o, v in zip(outs, jaxpr.outvars, strict=True)]

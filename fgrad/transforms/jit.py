@@ -4,7 +4,8 @@ primitive (so it composes with grad and vmap).
 The cache key is (pytree structure, each leaf's shape and dtype, static argument values).
 Python scalars passed as arguments are traced as 0-d Tensors, so changing a learning rate
 never recompiles. Every retrace records which argument changed (`last_retrace_reason`;
-logged when FGRAD_LOG_RETRACE=1).
+logged when FGRAD_LOG_RETRACE=1). Arguments in `donate_argnums` are consumed by an eager
+call: an output may reuse their memory, and using them afterwards raises.
 """
 from __future__ import annotations
 
@@ -19,12 +20,14 @@ from fgrad.core import tree_util
 from fgrad.core.api_util import fn_name, merge_static, split_static, to_tensor_leaf
 from fgrad.core.ir import ClosedJaxpr
 from fgrad.core.staging import Origin, trace_to_jaxpr
+from fgrad.core.tensor import EvalTrace, Tensor
 from fgrad.core.trace import current_trace
 from fgrad.transforms import executables
 from fgrad.transforms.jit_prim import call_closed, open_jaxpr
 
 log = logging.getLogger("fgrad.jit")
 BACKENDS = ("numpy", "llvm", "opencl")
+_MISS = object()
 
 
 @dataclass
@@ -87,6 +90,7 @@ class JittedFunction:
         self.donate_argnums = donate_argnums
         self.backend = backend
         self._cache: dict[Any, tuple[ClosedJaxpr, Any]] = {}
+        self._fast: dict[Any, tuple[Callable[..., Any], Any]] = {}
         self._signatures: list[tuple[Any, list[str]]] = []
         self.info = CacheInfo()
         self.last_retrace_reason: str | None = None
@@ -152,11 +156,56 @@ class JittedFunction:
             log.warning("retracing %s: %s", fn_name(self.fn), self.last_retrace_reason)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        fast = self._fast_call(args, kwargs)
+        if fast is not _MISS:
+            return fast
         closed, out_tree, leaves = self._lookup(args, kwargs)
         before = executables.compile_seconds[0]
-        outs = call_closed(closed, leaves, fn_name(self.fn), self._backend())
+        if self.donate_argnums and isinstance(current_trace(), EvalTrace):
+            outs = self._call_donating(closed, leaves, args)
+        else:
+            outs = call_closed(closed, leaves, fn_name(self.fn), self._backend())
         self.info.compile_seconds += executables.compile_seconds[0] - before
+        if isinstance(current_trace(), EvalTrace):
+            self._remember_fast(args, kwargs, closed, out_tree)
         return tree_util.tree_unflatten(out_tree, outs)
+
+    def _fast_call(self, args: tuple, kwargs: dict) -> Any:
+        """The eager call of an already compiled signature, without binding `jit`: look up
+        (structure, shapes, dtypes) and run the executable. `_MISS` when anything needs
+        the general path (keywords, static or donated arguments, Python scalars, tracers,
+        a first call)."""
+        if kwargs or not self._fast:
+            return _MISS
+        found = _fast_key(args, self._backend())
+        entry = self._fast.get(found[0]) if found is not None else None
+        if entry is None or not isinstance(current_trace(), EvalTrace):
+            return _MISS
+        run, out_tree = entry
+        self.info.hits += 1
+        return tree_util.tree_unflatten(out_tree, [Tensor._wrap(o) for o in run(*found[1])])
+
+    def _remember_fast(self, args: tuple, kwargs: dict, closed: ClosedJaxpr,
+                       out_tree: Any) -> None:
+        """After a general eager call, let later calls of this signature take the fast path."""
+        if kwargs or self.static_argnums or self.donate_argnums:
+            return
+        backend = self._backend()
+        found = _fast_key(args, backend)
+        if found is None:
+            return
+        jaxpr, consts = open_jaxpr(closed)
+        exe = executables.executable_for(jaxpr, backend)
+        self._fast[found[0]] = (functools.partial(exe, *[c._data for c in consts]), out_tree)
+
+    def _call_donating(self, closed: ClosedJaxpr, leaves: list[Any], args: tuple) -> list[Any]:
+        """An eager call that consumes the donated arguments (under a transformation,
+        donation is ignored: there is no buffer to give away)."""
+        jaxpr, consts = open_jaxpr(closed)
+        mask = [False] * len(consts) + _donated_leaves(args, len(leaves), self.static_argnums,
+                                                       self.donate_argnums)
+        return executables.call_donating(jaxpr, self._backend(), consts + leaves, mask,
+                                         fn_name(self.fn))
 
     def lower(self, *args: Any, **kwargs: Any) -> Lowered:
         """Stage for these arguments' signature; `.as_text()` / `.compile()` on the result."""
@@ -170,7 +219,34 @@ class JittedFunction:
     def clear_cache(self) -> None:
         """Forget every traced signature."""
         self._cache.clear()
+        self._fast.clear()
         self._signatures.clear()
+
+
+def _fast_key(args: tuple, backend: str) -> tuple[Any, list[Any]] | None:
+    """(cache key, leaf arrays) of arguments that are all concrete Tensors, else None."""
+    if all(type(a) is Tensor for a in args):
+        datas = [a._data for a in args]
+        return (len(args), tuple((d.shape, d.dtype) for d in datas), backend), datas
+    leaves, treedef = tree_util.tree_flatten(args)
+    if not all(type(x) is Tensor for x in leaves):
+        return None
+    datas = [x._data for x in leaves]
+    return (treedef, tuple((d.shape, d.dtype) for d in datas), backend), datas
+
+
+def _donated_leaves(args: tuple, n_leaves: int, static_argnums: tuple[int, ...],
+                    donate_argnums: tuple[int, ...]) -> list[bool]:
+    """For each flattened argument leaf: whether its positional argument is donated
+    (keyword arguments are never donated)."""
+    n = len(args)
+    static = {i % n for i in static_argnums if -n <= i < n}
+    donate = {i % n for i in donate_argnums if -n <= i < n}
+    mask: list[bool] = []
+    for i, arg in enumerate(args):
+        if i not in static:
+            mask += [i in donate] * len(tree_util.tree_leaves(arg))
+    return mask + [False] * (n_leaves - len(mask))
 
 
 def _names_of(fn: Callable[..., Any], argnums: tuple[int, ...]) -> tuple[str, ...]:
@@ -219,9 +295,19 @@ def explain_difference(prev: tuple, prev_descs: list[str], new: tuple,
 def jit(fn: Callable[..., Any] | None = None, *, static_argnums: int | Sequence[int] = (),
         static_argnames: str | Sequence[str] = (), donate_argnums: int | Sequence[int] = (),
         backend: str | None = None) -> Any:
-    """Compile `fn` per abstract signature; usable as `@jit` or `jit(fn, ...)`."""
+    """Compile `fn` per abstract signature; usable as `@jit` or `jit(fn, ...)`.
+
+    `donate_argnums`: positional arguments whose Tensors the call consumes (like JAX's
+    donation): an output of the same shape and dtype may be written into a donated array
+    that nothing else references, and any later use of a donated Tensor raises. Donation
+    applies to eager calls; under grad/vmap/jit it is ignored."""
     def as_tuple(x: Any) -> tuple:
         return (x,) if isinstance(x, (int, str)) else tuple(x)
+
+    both = set(as_tuple(static_argnums)) & set(as_tuple(donate_argnums))
+    if both:
+        raise ValueError(f"jit: arguments {sorted(both)} are both static and donated; a static "
+                         f"argument has no buffer to donate, remove it from donate_argnums")
 
     def wrap(f: Callable[..., Any]) -> JittedFunction:
         return JittedFunction(f, as_tuple(static_argnums), as_tuple(static_argnames),

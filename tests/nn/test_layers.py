@@ -12,6 +12,8 @@ import fgrad
 from fgrad import Tensor, nn
 from fgrad.core import tree_util
 
+pytestmark = pytest.mark.backends  # jit tests run per backend (conftest.py)
+
 FIX = dict(np.load(os.path.join(os.path.dirname(__file__), "fixtures", "layers.npz")))
 KEY = fgrad.random.key(0)
 

@@ -12,6 +12,8 @@ import fgrad
 from fgrad import Tensor, nn
 from fgrad.core import tree_util
 
+pytestmark = pytest.mark.backends  # jit tests run per backend (conftest.py)
+
 
 def _key(seed: int = 0) -> Tensor:
     return fgrad.random.key(seed)

@@ -18,6 +18,8 @@ from fgrad.core import tree_util
 from fgrad.nn import state
 from fgrad.nn.state import StateFileError
 
+pytestmark = pytest.mark.backends  # jit tests run per backend (conftest.py)
+
 FIXTURES = pathlib.Path(__file__).parent / "fixtures"
 Pair = collections.namedtuple("Pair", ["first", "second"])
 

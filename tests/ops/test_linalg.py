@@ -11,6 +11,8 @@ from fgrad import Tensor, dtypes
 from fgrad.core.prims import linalg as lp
 from fgrad.core.prims._util import UndefinedPrimal
 
+pytestmark = pytest.mark.backends  # jit tests run per backend (conftest.py)
+
 RNG = np.random.default_rng(1234)
 TOL = {np.float32: dict(rtol=2e-4, atol=2e-4), np.float64: dict(rtol=1e-9, atol=1e-9)}
 FD_TOL = dict(rtol=1e-6, atol=1e-6)

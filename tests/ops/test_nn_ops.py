@@ -16,6 +16,8 @@ import pytest
 import fgrad
 from fgrad import Tensor, dtypes
 
+pytestmark = pytest.mark.backends  # jit tests run per backend (conftest.py)
+
 FIXTURES = np.load(pathlib.Path(__file__).parent / "fixtures" / "nn_ops.npz")
 CASES = json.loads(str(FIXTURES["__cases__"]))
 
@@ -141,9 +143,10 @@ def test_every_fixture_case_has_an_fgrad_twin():
     assert sorted(OPS) == sorted(CASES)
 
 
+@pytest.mark.backends
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_forward_matches_torch(name):
-    outs = _outputs(OPS[name](*_inputs(name)))
+def test_forward_matches_torch(name, run_op):
+    outs = _outputs(run_op(OPS[name], *_inputs(name)))
     assert len(outs) == CASES[name]["n_out"]
     for j, out in enumerate(outs):
         ref = FIXTURES[f"{name}:out{j}"]
@@ -160,8 +163,9 @@ GRAD_CASES = sorted(n for n in CASES if CASES[n]["grads"])
 
 
 @pytest.mark.skipif(not hasattr(fgrad, "grad"), reason="fgrad.grad is not available yet")
+@pytest.mark.backends
 @pytest.mark.parametrize("name", GRAD_CASES)
-def test_gradients_match_torch(name):
+def test_gradients_match_torch(name, run_op):
     args = _inputs(name)
     wrt = CASES[name]["grads"]
     cots = {j: Tensor(FIXTURES[f"{name}:cot{j}"]) for j in range(CASES[name]["n_out"])
@@ -174,7 +178,8 @@ def test_gradients_match_torch(name):
         outs = _outputs(OPS[name](*full))
         return sum((outs[j] * c).sum() for j, c in cots.items())
 
-    grads = fgrad.grad(objective, argnums=tuple(range(len(wrt))))(*[args[i] for i in wrt])
+    grad_fn = fgrad.grad(objective, argnums=tuple(range(len(wrt))))
+    grads = run_op(grad_fn, *[args[i] for i in wrt])
     for i, g in zip(wrt, grads, strict=True):
         np.testing.assert_allclose(g.numpy(), FIXTURES[f"{name}:grad{i}"], rtol=1e-4,
                                    atol=1e-5, err_msg=f"{name}: gradient of input {i}")

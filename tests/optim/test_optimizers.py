@@ -10,6 +10,8 @@ import fgrad
 from fgrad import Tensor, dtypes, optim
 from fgrad.core import tree_util as tu
 
+pytestmark = pytest.mark.backends  # jit tests run per backend (conftest.py)
+
 FIXTURES = np.load(pathlib.Path(__file__).parent / "fixtures" / "optim.npz")
 NAMES = ("w", "b", "s")
 STEPS = 10

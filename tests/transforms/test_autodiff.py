@@ -15,6 +15,8 @@ from fgrad.core.primitive import REGISTRY, MissingRuleError, Primitive
 from fgrad.core.tensor import Tracer
 from fgrad.core.trace import LeakedTracerError
 
+pytestmark = pytest.mark.backends  # jit tests run per backend (conftest.py)
+
 RNG = np.random.default_rng(0)
 
 

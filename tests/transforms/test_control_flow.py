@@ -12,6 +12,8 @@ import fgrad
 from check_grads import check_grads
 from fgrad import Tensor, dtypes, lax
 
+pytestmark = pytest.mark.backends  # jit tests run per backend (conftest.py)
+
 RNG = np.random.default_rng(0)
 X = np.array([0.5, 1.0, 2.0])
 

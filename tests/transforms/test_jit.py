@@ -11,6 +11,8 @@ import pytest
 import fgrad
 from fgrad import Tensor, dtypes
 
+pytestmark = pytest.mark.backends  # jit tests run per backend (conftest.py)
+
 RNG = np.random.default_rng(0)
 X = np.array([0.5, -1.25, 2.0])
 

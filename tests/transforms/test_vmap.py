@@ -10,6 +10,8 @@ import pytest
 import fgrad
 from fgrad import Tensor, dtypes
 
+pytestmark = pytest.mark.backends  # jit tests run per backend (conftest.py)
+
 RNG = np.random.default_rng(0)
 
 

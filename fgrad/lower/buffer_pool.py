@@ -1,0 +1,164 @@
+"""Host memory that stays mapped between calls: a size-class pool of raw blocks.
+
+In: requests for scratch blocks (`take(nbytes)` / `give(block)`) and for output arrays
+(`array(shape, dtype)`). Out: 64-byte aligned NumPy memory, reused instead of freshly
+mapped, so a call on large arrays takes no page faults once the pool is warm.
+
+An output array is a read-only view of a pooled block owned by a `_Lease`; NumPy keeps the
+lease alive as the `base` of every view derived from the array, and when the last view dies
+the lease's finalizer returns the block. So a block is never handed out while any view of it
+lives. Free blocks are kept up to `limit_bytes` (least recently freed are dropped first).
+Requests under `MIN_POOLED_BYTES` go straight to NumPy (malloc recycles those cheaply).
+`exclusively_owned` is the check donation (jit's `donate_argnums`) makes before an output
+may be written into a donated array.
+"""
+from __future__ import annotations
+
+import collections
+import math
+import sys
+import threading
+import weakref
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+MIN_POOLED_BYTES = 1 << 16
+DEFAULT_LIMIT_BYTES = 1 << 30
+ALIGN = 64
+_STEPS_PER_OCTAVE = 8
+
+
+def size_class(nbytes: int) -> int:
+    """The capacity of the block that serves `nbytes`: a multiple of 4 KiB, at most 1/8
+    (one step of eight per power of two) larger than asked."""
+    nbytes = max(int(nbytes), 1)
+    top = 1 << (nbytes - 1).bit_length()
+    step = max(top // (2 * _STEPS_PER_OCTAVE), 4096)
+    return -(-nbytes // step) * step
+
+
+def _new_block(capacity: int) -> np.ndarray:
+    raw = np.empty(capacity + ALIGN, np.uint8)
+    start = -raw.ctypes.data % ALIGN
+    return raw[start:start + capacity]
+
+
+class _Lease:
+    """Owns one pooled block while NumPy arrays view it (it is their `base`)."""
+
+    __slots__ = ("__array_interface__", "__weakref__", "block")
+
+    def __init__(self, block: np.ndarray, shape: tuple[int, ...], typestr: str):
+        self.block = block
+        self.__array_interface__ = {"shape": shape, "typestr": typestr, "version": 3,
+                                    "data": (block.ctypes.data, True)}
+
+
+@dataclass
+class PoolStats:
+    """Counters of one pool: requests served from cache (`hits`) or by a new block."""
+
+    hits: int = 0
+    misses: int = 0
+    evictions: int = 0
+    cached_bytes: int = 0
+
+
+class BufferPool:
+    """A thread-safe pool of raw blocks, bucketed by `size_class`, bounded by bytes."""
+
+    def __init__(self, limit_bytes: int = DEFAULT_LIMIT_BYTES):
+        self.limit_bytes = limit_bytes
+        self.stats = PoolStats()
+        self._lock = threading.Lock()
+        self._free: dict[int, list[np.ndarray]] = {}
+        self._lru: collections.OrderedDict[int, np.ndarray] = collections.OrderedDict()
+        self._returned: collections.deque[np.ndarray] = collections.deque()
+
+    def take(self, nbytes: int) -> np.ndarray:
+        """A writable uint8 block of at least `nbytes` bytes; `give` it back when done."""
+        if nbytes < MIN_POOLED_BYTES:
+            return np.empty(max(nbytes, 1), np.uint8)
+        capacity = size_class(nbytes)
+        with self._lock:
+            self._drain()
+            bucket = self._free.get(capacity)
+            if bucket:
+                block = bucket.pop()
+                del self._lru[id(block)]
+                self.stats.cached_bytes -= capacity
+                self.stats.hits += 1
+                return block
+            self.stats.misses += 1
+        return _new_block(capacity)
+
+    def give(self, block: np.ndarray) -> None:
+        """Return a block from `take`; the caller must hold no view of it any more.
+        Never blocks (finalizers call it at arbitrary points, even inside `take`)."""
+        if block.nbytes < MIN_POOLED_BYTES:
+            return
+        self._returned.append(block)
+        if self._lock.acquire(blocking=False):
+            try:
+                self._drain()
+            finally:
+                self._lock.release()
+
+    def array(self, shape: tuple[int, ...], dtype: Any) -> np.ndarray:
+        """A read-only C-contiguous array whose block returns to the pool when the array and
+        every view of it are gone (native code writes it through its address)."""
+        dtype = np.dtype(dtype)
+        nbytes = math.prod(shape) * dtype.itemsize
+        if nbytes < MIN_POOLED_BYTES:
+            arr = np.empty(shape, dtype)
+            arr.flags.writeable = False
+            return arr
+        exact = np.dtype(dtype.str) == dtype  # else (bfloat16) the interface says void
+        lease = _Lease(self.take(nbytes), tuple(shape) if exact else (nbytes,),
+                       dtype.str if exact else "|u1")
+        weakref.finalize(lease, self.give, lease.block).atexit = False
+        arr = np.asarray(lease)  # read-only; its `base` is the lease
+        return arr if exact else arr.view(dtype).reshape(shape)
+
+    def clear(self) -> None:
+        """Drop every cached free block (blocks in use are unaffected)."""
+        with self._lock:
+            self._drain()
+            self._free.clear()
+            self._lru.clear()
+            self.stats.cached_bytes = 0
+
+    def _drain(self) -> None:
+        """Move returned blocks into their buckets, then trim to the limit (lock held)."""
+        while self._returned:
+            block = self._returned.popleft()
+            self._free.setdefault(block.nbytes, []).append(block)
+            self._lru[id(block)] = block
+            self.stats.cached_bytes += block.nbytes
+        while self.stats.cached_bytes > self.limit_bytes and self._lru:
+            _, block = self._lru.popitem(last=False)
+            bucket = self._free[block.nbytes]
+            bucket.pop(next(i for i, b in enumerate(bucket) if b is block))
+            self.stats.cached_bytes -= block.nbytes
+            self.stats.evictions += 1
+
+
+def exclusively_owned(arr: Any, holders: int) -> bool:
+    """Whether nothing but the caller's `holders` known references reaches the memory of
+    `arr`: no other array object, no NumPy view, no memoryview. Conservative:
+    only arrays that own their data or are whole pooled outputs qualify."""
+    if type(arr) is not np.ndarray or not arr.flags.c_contiguous:
+        return False
+    if sys.getrefcount(arr) != holders + 2:  # + this call's parameter and getrefcount's
+        return False
+    base = arr.base
+    if base is None:
+        return arr.flags.owndata
+    if type(base) is not _Lease or arr.ctypes.data != base.block.ctypes.data:
+        return False
+    return sys.getrefcount(base) == 3  # arr.base, the local `base`, the argument
+
+
+POOL = BufferPool()

@@ -1,0 +1,131 @@
+"""Compiled code on disk, so a fresh process skips LLVM's optimizer and code generator.
+
+In: a key (hex digest chosen by the runtime: it hashes everything the code depends on) and
+the bytes of an object file. Out: the bytes again in a later process, or None.
+
+The directory is `fgrad.flags.cache_dir()` (FGRAD_CACHE_DIR); "" or "0" turns the cache off.
+Each entry is one file written atomically (a temporary file, then `os.replace`) with a
+header: magic, format version, payload length and the payload's sha256. An entry that is
+truncated or corrupted fails the check, is deleted, and reads as a miss (never loaded). A
+directory that cannot be written leaves fgrad working, with one warning. Past `MAX_ENTRIES`
+files, the least recently used quarter is deleted (a hit refreshes an entry's mtime).
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import struct
+import tempfile
+import warnings
+
+from fgrad import flags
+
+MAGIC = b"FGRADOBJ"
+FORMAT_VERSION = 1
+_HEADER = struct.Struct("<8sIQ32s")  # magic, format version, payload length, sha256
+_SUFFIX = ".fgo"
+MAX_ENTRIES = 4096
+_warned: set[str] = set()
+
+
+def directory() -> str | None:
+    """The cache directory, or None when FGRAD_CACHE_DIR disables the cache."""
+    path = flags.cache_dir()
+    return None if path.strip() in ("", "0") else os.path.join(path, "llvm")
+
+
+def _path(key: str) -> str | None:
+    folder = directory()
+    return None if folder is None else os.path.join(folder, key + _SUFFIX)
+
+
+def encode(payload: bytes) -> bytes:
+    """An entry: the header, then the payload."""
+    digest = hashlib.sha256(payload).digest()
+    return _HEADER.pack(MAGIC, FORMAT_VERSION, len(payload), digest) + payload
+
+
+def decode(entry: bytes) -> bytes | None:
+    """The payload of an entry, or None when the entry is damaged or of another format."""
+    if len(entry) < _HEADER.size:
+        return None
+    magic, version, length, digest = _HEADER.unpack_from(entry)
+    payload = entry[_HEADER.size:]
+    if magic != MAGIC or version != FORMAT_VERSION or length != len(payload):
+        return None
+    return payload if hashlib.sha256(payload).digest() == digest else None
+
+
+def load(key: str) -> bytes | None:
+    """The cached payload of `key`; None on a miss. A damaged entry is deleted."""
+    path = _path(key)
+    if path is None:
+        return None
+    try:
+        with open(path, "rb") as f:
+            entry = f.read()
+    except OSError:
+        return None
+    payload = decode(entry)
+    if payload is None:
+        _remove(path)
+    else:
+        _touch(path)
+    return payload
+
+
+def store(key: str, payload: bytes) -> None:
+    """Write the entry of `key` atomically; failures only warn (once per directory)."""
+    path = _path(key)
+    if path is None:
+        return
+    folder = os.path.dirname(path)
+    tmp = None
+    try:
+        os.makedirs(folder, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=_SUFFIX, dir=folder)
+        with os.fdopen(fd, "wb") as f:
+            f.write(encode(payload))
+        os.replace(tmp, path)
+        _prune(folder)
+    except OSError as err:
+        if tmp is not None:
+            _remove(tmp)
+        if folder not in _warned:
+            _warned.add(folder)
+            warnings.warn(f"fgrad: cannot write the compile cache in {folder!r} ({err}); "
+                          f"compiled code will not be reused across processes. Set "
+                          f"FGRAD_CACHE_DIR to a writable directory, or to 0 to turn the "
+                          f"cache off", RuntimeWarning, stacklevel=2)
+
+
+def _prune(folder: str) -> None:
+    """Keep the directory under MAX_ENTRIES entries, dropping the least recently used."""
+    names = [n for n in os.listdir(folder) if n.endswith(_SUFFIX) and not n.startswith(".")]
+    if len(names) <= MAX_ENTRIES:
+        return
+    paths = [os.path.join(folder, n) for n in names]
+    aged = sorted(paths, key=_mtime)
+    for path in aged[:len(aged) - MAX_ENTRIES * 3 // 4]:
+        _remove(path)
+
+
+def _mtime(path: str) -> float:
+    try:
+        return os.stat(path).st_mtime
+    except OSError:
+        return 0.0
+
+
+def _touch(path: str) -> None:
+    try:
+        os.utime(path)
+    except OSError:
+        pass
+
+
+def _remove(path: str) -> None:
+    try:
+        os.remove(path)
+    except OSError:
+        pass

@@ -1,0 +1,222 @@
+"""BLAS views of dot_general: which float matmuls a BLAS gemm reads in place, and packing.
+
+In: dot_general equations (or a whole Jaxpr). Out: `GemmDims` (batch, m, n, k and per
+operand a `MatrixView`: transpose flag, leading dimension, batch strides) and
+`pack_gemm_operands(jaxpr)`, which rewrites a jaxpr so every float dot_general has such a
+view. Backend-neutral: the schedule uses it to turn dot_generals into `GemmStep`s.
+"""
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass
+
+from fgrad.core.dtypes import dtypes
+from fgrad.core.ir import Eqn, Jaxpr, ShapedArray, Var
+
+GEMM_DTYPES = frozenset({dtypes.float32, dtypes.float64})
+BLAS_INT_MAX = 2 ** 31 - 1  # BLAS sizes and leading dimensions are 32-bit ints
+
+
+@dataclass(frozen=True)
+class MatrixView:
+    """How BLAS reads one operand as a batch of `rows x cols` matrices: stored row-major with
+    `ld` elements between rows, or, if `trans`, stored as `cols x rows` (ld between columns);
+    `batch_strides`: elements between consecutive entries of each batch axis."""
+
+    trans: bool
+    ld: int
+    batch_strides: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class GemmDims:
+    """A dot_general as BLAS sees it: out[b] (m x n) = lhs[b] (m x k) @ rhs[b] (k x n)."""
+
+    batch: tuple[int, ...]
+    m: int
+    n: int
+    k: int
+    lhs: MatrixView
+    rhs: MatrixView
+
+
+def _merge(shape: tuple[int, ...], axes: tuple[int, ...]) -> tuple[int, int] | None:
+    """(size, stride) of `axes` of a row-major array read as one axis, None if they are not
+    one evenly strided run in that order (size-1 axes do not count)."""
+    strides = [int(math.prod(shape[i + 1:])) for i in range(len(shape))]
+    live = [a for a in axes if shape[a] != 1]
+    for a, b in itertools.pairwise(live):
+        if strides[a] != strides[b] * shape[b]:
+            return None
+    size = int(math.prod(shape[a] for a in axes))
+    return size, (strides[live[-1]] if live else 1)
+
+
+def matrix_view(shape: tuple[int, ...], batch: tuple[int, ...], rows: tuple[int, ...],
+                cols: tuple[int, ...]) -> MatrixView | None:
+    """How BLAS can read the `rows x cols` matrices of a row-major array (None: it cannot;
+    the operand must be packed first). Leading dimensions are legal: >= max(1, stored
+    row length)."""
+    strides = tuple(int(math.prod(shape[a + 1:])) for a in batch)
+    if 0 in shape:  # BLAS is not called on empty matrices
+        return MatrixView(False, max(1, int(math.prod(shape[a] for a in cols))), strides)
+    r, c = _merge(shape, rows), _merge(shape, cols)
+    if r is None or c is None:
+        return None
+    (nr, sr), (nc, sc) = r, c
+    if nc <= 1 or sc == 1:
+        return MatrixView(False, max(sr if nr > 1 else 1, nc, 1), strides)
+    if nr <= 1 or sr == 1:
+        return MatrixView(True, max(sc, nr, 1), strides)
+    return None
+
+
+def _free(ndim: int, *used: tuple[int, ...]) -> tuple[int, ...]:
+    taken = set().union(*used)
+    return tuple(i for i in range(ndim) if i not in taken)
+
+
+def gemm_dims(eqn: Eqn) -> GemmDims | None:
+    """The BLAS view of a dot_general (None if an operand's layout needs packing)."""
+    (xc, yc), (xb, yb) = eqn.params["dimension_numbers"]
+    xs, ys = eqn.inputs[0].aval.shape, eqn.inputs[1].aval.shape
+    xf, yf = _free(len(xs), xc, xb), _free(len(ys), yc, yb)
+    lhs = matrix_view(xs, xb, xf, xc)
+    rhs = matrix_view(ys, yb, yc, yf)
+    if lhs is None or rhs is None:
+        return None
+    m, n, k = (int(math.prod(s[a] for a in axes)) for s, axes in ((xs, xf), (ys, yf), (xs, xc)))
+    return GemmDims(tuple(xs[a] for a in xb), m, n, k, lhs, rhs)
+
+
+def gemm_reason(eqn: Eqn) -> str | None:
+    """Why a dot_general cannot be a native BLAS gemm (None: it can)."""
+    dtype = eqn.outvars[0].aval.dtype
+    if dtype not in GEMM_DTYPES:
+        return f"dot_general on {dtype.name}: native matmul (BLAS) covers float32/float64"
+    if not all(isinstance(a, Var) for a in eqn.inputs):
+        return "dot_general on a literal operand"
+    dims = gemm_dims(eqn)
+    if dims is None:
+        return "dot_general operand layout that BLAS cannot read (pack_gemm_operands packs it)"
+    sizes = (dims.m, dims.n, dims.k, dims.lhs.ld, dims.rhs.ld)
+    if max(sizes) > BLAS_INT_MAX:
+        return f"dot_general with a matrix side over {BLAS_INT_MAX} (BLAS takes 32-bit sizes)"
+    return None
+
+
+def _fold_transpose(v: Var, contract: tuple[int, ...], batch: tuple[int, ...],
+                    producers: dict[int, Eqn]) -> tuple[Var, tuple[int, ...], tuple[int, ...]]:
+    """Read a transposed operand from the transpose's input, if its free axes keep order."""
+    eqn = producers.get(id(v))
+    while eqn is not None and eqn.primitive.name == "transpose" \
+            and isinstance(eqn.inputs[0], Var):
+        perm = eqn.params["permutation"]
+        free = [perm[a] for a in _free(len(perm), contract, batch)]
+        if free != sorted(free):
+            break
+        contract = tuple(perm[a] for a in contract)
+        batch = tuple(perm[a] for a in batch)
+        v = eqn.inputs[0]
+        eqn = producers.get(id(v))
+    return v, contract, batch
+
+
+Packs = dict[tuple[int, tuple[int, ...]], Var]
+
+
+def _pack(v: Var, perm: tuple[int, ...], eqns: list[Eqn], packs: Packs) -> Var:
+    """`v` with its axes permuted by a new `transpose` equation (appended to `eqns`), or by
+    the one an earlier dot_general added."""
+    from fgrad.core.prims.movement import transpose_p
+    if (id(v), perm) not in packs:
+        out = Var(ShapedArray(tuple(v.aval.shape[p] for p in perm), v.aval.dtype))
+        eqns.append(Eqn(transpose_p, [v], {"permutation": perm}, [out]))
+        packs[(id(v), perm)] = out
+    return packs[(id(v), perm)]
+
+
+def _pack_dot(eqn: Eqn, producers: dict[int, Eqn], eqns: list[Eqn], packs: Packs) -> Eqn:
+    """`eqn` with folded transposes and operands packed where BLAS cannot read them."""
+    (xc, yc), (xb, yb) = eqn.params["dimension_numbers"]
+    x, xc, xb = _fold_transpose(eqn.inputs[0], xc, xb, producers)
+    y, yc, yb = _fold_transpose(eqn.inputs[1], yc, yb, producers)
+    xf, yf = _free(x.aval.ndim, xc, xb), _free(y.aval.ndim, yc, yb)
+    nb = len(xb)
+    if matrix_view(x.aval.shape, xb, xf, xc) is None:
+        x = _pack(x, xb + xf + xc, eqns, packs)
+        xb, xc = tuple(range(nb)), tuple(range(nb + len(xf), x.aval.ndim))
+    if matrix_view(y.aval.shape, yb, yc, yf) is None:
+        y = _pack(y, yb + yc + yf, eqns, packs)
+        yb, yc = tuple(range(nb)), tuple(range(nb, nb + len(yc)))
+    dn = ((xc, yc), (xb, yb))
+    if x is eqn.inputs[0] and y is eqn.inputs[1] and dn == eqn.params["dimension_numbers"]:
+        return eqn
+    return Eqn(eqn.primitive, [x, y], {**eqn.params, "dimension_numbers": dn},
+               eqn.outvars, eqn.source)
+
+
+def _is_float_dot(eqn: Eqn) -> bool:
+    """A float32/float64 dot_general on variables (what `pack_gemm_operands` rewrites)."""
+    return eqn.primitive.name == "dot_general" and len(eqn.outvars) == 1 \
+        and eqn.outvars[0].aval.dtype in GEMM_DTYPES \
+        and all(isinstance(a, Var) for a in eqn.inputs)
+
+
+def _swap_perm(eqn: Eqn) -> tuple[int, ...]:
+    """The permutation that swaps a dot_general's lhs-free and rhs-free output axes."""
+    (xc, yc), (xb, _) = eqn.params["dimension_numbers"]
+    nb = len(xb)
+    nxf = eqn.inputs[0].aval.ndim - len(xc) - nb
+    nyf = eqn.inputs[1].aval.ndim - len(yc) - nb
+    return tuple(range(nb)) + tuple(range(nb + nxf, nb + nxf + nyf)) + tuple(range(nb, nb + nxf))
+
+
+def _swapped_products(jaxpr: Jaxpr) -> dict[int, Eqn]:
+    """Float dot_generals (by id) whose one use is a transpose swapping their free axes (a
+    weight gradient, say), each as the dot_general that computes the transpose directly
+    (operands swapped: (x y)^T = y^T x^T), writing the transpose's output."""
+    uses: dict[int, list[Eqn]] = {}
+    for e in jaxpr.eqns:
+        for a in e.inputs:
+            uses.setdefault(id(a), []).append(e)
+    outs = {id(v) for v in jaxpr.outvars}
+    swapped = {}
+    for e in jaxpr.eqns:
+        if not _is_float_dot(e) or id(e.outvars[0]) in outs:
+            continue
+        users = uses.get(id(e.outvars[0]), [])
+        if len(users) != 1:
+            continue
+        t = users[0]
+        if t.primitive.name == "transpose" and t.params["permutation"] == _swap_perm(e):
+            (xc, yc), (xb, yb) = e.params["dimension_numbers"]
+            dn = ((yc, xc), (yb, xb))
+            swapped[id(e)] = Eqn(e.primitive, [e.inputs[1], e.inputs[0]],
+                                 {**e.params, "dimension_numbers": dn}, t.outvars, e.source)
+    return swapped
+
+
+def pack_gemm_operands(jaxpr: Jaxpr) -> Jaxpr:
+    """`jaxpr` with every float dot_general readable by BLAS in place: an operand that is a
+    transpose is read from the transpose's input (BLAS's transpose flag), any other layout
+    BLAS cannot stride through is packed by a new `transpose` equation (a kernel that fuses
+    with the operand's producer), and a product whose one use swaps its free axes is
+    computed swapped. Returns `jaxpr` itself if nothing changed."""
+    swapped = _swapped_products(jaxpr)
+    dropped = {id(e.outvars[0]) for e in swapped.values()}
+    producers = {id(v): e for e in jaxpr.eqns for v in e.outvars}
+    producers.update({id(e.outvars[0]): e for e in swapped.values()})
+    eqns: list[Eqn] = []
+    packs: Packs = {}
+    for e in jaxpr.eqns:
+        if e.primitive.name == "transpose" and id(e.outvars[0]) in dropped:
+            continue
+        e = swapped.get(id(e), e)
+        if _is_float_dot(e):
+            e = _pack_dot(e, producers, eqns, packs)
+        eqns.append(e)
+    if len(eqns) == len(jaxpr.eqns) and all(a is b for a, b in zip(eqns, jaxpr.eqns)):
+        return jaxpr
+    return Jaxpr(jaxpr.constvars, jaxpr.invars, eqns, jaxpr.outvars)
