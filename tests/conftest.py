@@ -2,10 +2,10 @@
 
 A test (or a whole module, through `pytestmark`) marked `@pytest.mark.backends` runs once per
 jit backend: "numpy" (the reference interpreter), "llvm", and "opencl" when pyopencl finds
-a device that builds kernels (CI sets FGRAD_REQUIRE_OPENCL=1, so there it always runs). The `jit_backend` fixture holds the
-backend and sets FGRAD_BACKEND for the test, so every `fgrad.jit(f)` inside it uses that
-backend. In a marked module, only tests whose source mentions `jit` are parametrized (the
-others never compile anything). Restrict with `--backends=llvm,opencl` or the
+a device that builds kernels (CI sets FGRAD_REQUIRE_OPENCL=1, so there it always runs).
+The `jit_backend` fixture holds the backend and sets FGRAD_BACKEND for the test, so every
+`fgrad.jit(f)` inside it uses that backend. In a marked module, only tests whose source
+mentions `jit` are parametrized (the others never compile anything). Restrict with `--backends=llvm,opencl` or the
 FGRAD_TEST_BACKENDS environment variable.
 """
 from __future__ import annotations
