@@ -9,6 +9,7 @@ pad under a bounds predicate); an elementwise primitive becomes an `Op`. Loads c
 axis index that is not provably in range, so even the unselected side of a pad region
 reads inside the buffer. Loops run row-major over the domain; adjacent loops are collapsed
 into one whenever the innermost loop variable then stays affine (so it vectorizes).
+Row-fused steps (phases per row) are built by kernel_build_rows.py on these pieces.
 """
 from __future__ import annotations
 
@@ -322,7 +323,10 @@ def _memory_reduce(sched: Schedule, step: KernelStep, names: Any, plan: Plan
 
 
 def _use_memory_form(step: KernelStep) -> bool:
-    """Accumulate in the output buffer when the contiguous last axis is kept."""
+    """Accumulate in the output buffer when the contiguous last axis is kept (a plain
+    reduction; row-fused kernels choose their own form)."""
+    if step.is_rows:
+        return False
     last = len(step.shape) - 1
     halves = any(v.aval.dtype == dtypes.float16 for v in step.outputs)
     reduced_work = any(step.shape[a] > 1 for a in step.axes)
@@ -334,6 +338,9 @@ def build_kernel(sched: Schedule, step: KernelStep, names: Any = None
                  ) -> tuple[Kernel, list[Var]]:
     """The kernel IR of `step` and the Vars bound to its parameters."""
     names = names or jaxpr_names(sched.jaxpr)
+    if step.is_rows:
+        from fgrad.lower.kernel_build_rows import build_rows  # it builds on this module
+        return build_rows(sched, step, names)
     if not step.is_reduce:
         plans = trailing_plans(tuple(range(len(step.shape))))
         return _choose(lambda p: _elementwise_kernel(sched, step, names, p), plans)

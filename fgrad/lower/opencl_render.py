@@ -13,6 +13,8 @@ Three forms, read off the loop nest that kernel_build.py produces:
   results by a tree in __local memory. Lanes run along the reduced index when it is the
   contiguous one in memory ("row" mode), else rows run along the contiguous kept index
   ("column" mode), so neighbouring work-items read neighbouring elements either way;
+- row-fused kernels (phases of loops over each row): one work-group per row, see
+  opencl_render_rows.py;
 - anything else: one work-item runs the nest as written (correct, not parallel).
 Values are `const` temporaries named like the kernel IR printer's; float16 is stored as
 `half` (vload_half/vstore_half) and computed in float; float64 enables cl_khr_fp64.
@@ -444,12 +446,18 @@ def lower_kernel(kernel: Kernel, group: int = DEFAULT_GROUP) -> RenderedKernel:
     syms, inner = _perfect_nest(kernel.body)
     red = None if all(isinstance(s, Store) for s in inner) else _as_reduce(kernel)
     if red is None and all(isinstance(s, Store) for s in inner):
-        launch, form, attribute = _elementwise(w, syms, inner, group), "elementwise", ""
+        launch, form = _elementwise(w, syms, inner, group), "elementwise"
     elif red is not None:
         launch, form = _reduction(w, red, group), "reduce"
-        attribute = f"__attribute__((reqd_work_group_size({launch.local_size[0]}, 1, 1))) "
     else:
-        launch, form, attribute = _serial(w), "serial", ""
+        from fgrad.lower.opencl_render_rows import as_rows, render_rows  # builds on this
+        rows = as_rows(kernel)
+        if rows is not None:
+            launch, form = render_rows(w, rows, group), "rows"
+        else:
+            launch, form = _serial(w), "serial"
+    attribute = "" if form in ("elementwise", "serial") else \
+        f"__attribute__((reqd_work_group_size({launch.local_size[0]}, 1, 1))) "
     text = "\n".join([_signature(w, attribute) + " {"] + w.lines + ["}"])
     return RenderedKernel(kernel.name, text, launch, form)
 

@@ -19,6 +19,7 @@ import numpy as np
 from fgrad.core.ir import Eqn, Jaxpr, Literal, Var
 from fgrad.lower import kernel_build
 from fgrad.lower import program as program_lib
+from fgrad.lower.kernel_build_rows import build_rows
 from fgrad.lower.kernel_ir import Kernel, check_kernel
 from fgrad.lower.opencl_device import CLArray, CLDevice, device_list, get_device
 from fgrad.lower.opencl_gemm import lower_gemm
@@ -44,17 +45,20 @@ def _register_form(program: Program, step: KernelStep, names: Any) -> Kernel | N
 
 
 def opencl_kernels(program: Program) -> list[Kernel]:
-    """The kernels to render: the program's, with memory-form reductions in register form
-    (same parameters, so the segments' slot tables still apply)."""
+    """The kernels to render: the program's, with memory-form reductions and row-fused
+    kernels in register form (same parameters, so the segments' slot tables still apply)."""
     names = jaxpr_names(program.schedule.jaxpr)
     steps = {s.name: s for s in program.schedule.steps if isinstance(s, KernelStep)}
     out = []
     for kernel in program.kernels:
         step = steps.get(kernel.name)
+        rebuilt = None
         if step is not None and step.is_reduce and kernel_build._use_memory_form(step):
             rebuilt = _register_form(program, step, names)
-            if rebuilt is not None and rebuilt.params == kernel.params:
-                kernel = rebuilt
+        elif step is not None and step.is_rows:  # rows in registers: a work-group per row
+            rebuilt = build_rows(program.schedule, step, names, registers=True)[0]
+        if rebuilt is not None and rebuilt.params == kernel.params:
+            kernel = rebuilt
         out.append(kernel)
     return out
 

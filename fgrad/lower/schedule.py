@@ -17,6 +17,12 @@ Fusion rules:
 - A reduction (reduce_sum/max/min/prod over any axes) fuses its elementwise producers.
 - Consecutive kernels over the same loop domain merge into one multi-output kernel
   (elementwise outputs of a merged reduction kernel are stored from its loop nest).
+- Row fusion: a reduction kernel also takes the consecutive steps that read its results
+  only at the current row (through broadcasts along the reduced axes), when a row fits in
+  cache. Such a kernel runs, per row, a sequence of phases: phase p loops over the row,
+  accumulating the reductions that need only phases < p and storing the elementwise
+  outputs; values per row (over the kept axes) are computed between phases. So softmax
+  and layernorm read their input from main memory once (row_fusion.py decides).
 
 - A float32/float64 dot_general is a `GemmStep`: one BLAS gemm call per batch entry on
   realized operands, read in place through BLAS's transpose flags and leading dimensions
@@ -36,6 +42,7 @@ from typing import Union
 from fgrad.core.dtypes import dtypes
 from fgrad.core.ir import Eqn, Jaxpr, Var, _Names, _pp
 from fgrad.lower.gemm_layout import GemmDims, gemm_dims, gemm_reason, pack_gemm_operands
+from fgrad.lower.row_fusion import row_phase
 
 UNARY = frozenset({
     "neg", "exp", "log", "sin", "cos", "tan", "tanh", "logistic", "sqrt", "rsqrt", "log1p",
@@ -59,18 +66,26 @@ HALF_FROM = frozenset({dtypes.bool, dtypes.int8, dtypes.uint8, dtypes.int16, dty
 @dataclass(frozen=True, eq=False)
 class KernelStep:
     """One native kernel over a loop domain. `reduced[i]` says whether outputs[i] is a
-    reduction over `axes` (else it is stored at every point of the domain)."""
+    reduction over `axes` (else it is stored at every point of the domain, or once per
+    row when its shape is the kept axes' shape). `phases` (row-fused kernels only, else
+    empty): the phase of each output (module docstring)."""
 
     name: str
     shape: tuple[int, ...]
     axes: tuple[int, ...]
     outputs: tuple[Var, ...]
     reduced: tuple[bool, ...]
+    phases: tuple[int, ...] = ()
 
     @property
     def is_reduce(self) -> bool:
         """Whether some output is a reduction (then `axes` are the reduced domain axes)."""
         return any(self.reduced)
+
+    @property
+    def is_rows(self) -> bool:
+        """Whether this is a row-fused kernel (outputs computed in phases per row)."""
+        return bool(self.phases)
 
 
 @dataclass(frozen=True, eq=False)
@@ -255,7 +270,7 @@ def _domain(g: _Graph, eqn: Eqn) -> tuple[tuple[int, ...], tuple[int, ...]]:
 
 
 def _can_merge(g: _Graph, prev: Step, eqn: Eqn, var: Var, realized: set[int]) -> bool:
-    if not isinstance(prev, KernelStep):
+    if not isinstance(prev, KernelStep) or prev.is_rows:
         return False
     shape, axes = _domain(g, eqn)
     if shape != prev.shape or (g.is_reduce(eqn) and prev.is_reduce and axes != prev.axes):
@@ -263,6 +278,24 @@ def _can_merge(g: _Graph, prev: Step, eqn: Eqn, var: Var, realized: set[int]) ->
     reduce_outs = {id(v) for v, r in zip(prev.outputs, prev.reduced, strict=True) if r}
     own = {id(v) for v in prev.outputs} - reduce_outs
     return not leaves(g, var, realized, own) & reduce_outs
+
+
+def _merged(g: _Graph, prev: Step | None, eqn: Eqn, var: Var, realized: set[int]
+            ) -> KernelStep | None:
+    """`prev` with `var` added as one more output, or None if they stay apart."""
+    if not isinstance(prev, KernelStep):
+        return None
+    red = g.is_reduce(eqn)
+    if _can_merge(g, prev, eqn, var, realized):
+        shape, axes = _domain(g, eqn)
+        return KernelStep(prev.name, shape, prev.axes if prev.is_reduce else axes,
+                          prev.outputs + (var,), prev.reduced + (red,))
+    phase = row_phase(g, prev, eqn, var, realized)
+    if phase is None:
+        return None
+    phases = prev.phases or (0,) * len(prev.outputs)
+    return KernelStep(prev.name, prev.shape, prev.axes, prev.outputs + (var,),
+                      prev.reduced + (red,), phases + (phase,))
 
 
 def build_steps(g: _Graph, realized: set[int]) -> list[Step]:
@@ -280,15 +313,13 @@ def build_steps(g: _Graph, realized: set[int]) -> list[Step]:
         var = eqn.outvars[0]
         if id(var) not in realized:
             continue
-        shape, axes = _domain(g, eqn)
-        red = g.is_reduce(eqn)
-        prev = steps[-1] if steps else None
-        if prev is not None and _can_merge(g, prev, eqn, var, realized):
-            assert isinstance(prev, KernelStep)
-            steps[-1] = KernelStep(prev.name, shape, prev.axes if prev.is_reduce else axes,
-                                   prev.outputs + (var,), prev.reduced + (red,))
+        merged = _merged(g, steps[-1] if steps else None, eqn, var, realized)
+        if merged is not None:
+            steps[-1] = merged
         else:
-            steps.append(KernelStep(f"k{len(steps)}", shape, axes, (var,), (red,)))
+            shape, axes = _domain(g, eqn)
+            steps.append(KernelStep(f"k{len(steps)}", shape, axes, (var,),
+                                    (g.is_reduce(eqn),)))
     return steps
 
 
@@ -381,6 +412,8 @@ def pp_schedule(sched: Schedule) -> str:
             continue
         dtype = step.outputs[0].aval.dtype.short
         kind = f"reduce axes={step.axes}" if step.is_reduce else "elementwise"
+        if step.is_rows:
+            kind = f"rows axes={step.axes} phases={max(step.phases) + 1}"
         ins = " ".join(names(v) for v in kernel_reads(sched, step))
         outs = " ".join(names(v) for v in step.outputs)
         ops = " ".join(e.primitive.name for e in fused_eqns(sched, step))

@@ -31,10 +31,10 @@ def test_w1_is_one_kernel_and_matches_numpy() -> None:
     close(llvm(w1, Tensor(x)), w1_numpy(x).astype(np.float32), rtol=2e-6, atol=1e-7)
 
 
-def test_softmax_takes_at_most_three_passes() -> None:
+def test_softmax_takes_at_most_two_passes() -> None:
     x = RNG.standard_normal((16, 33)).astype(np.float32)
     s = assert_native(lambda t: t.softmax(-1), Tensor(x))
-    assert len(s.kernels()) <= 3
+    assert len(s.kernels()) <= 2  # passes over the 2-D data: a row-fused kernel makes one
     e = np.exp(x - x.max(-1, keepdims=True))
     close(llvm(lambda t: t.softmax(-1), Tensor(x)), e / e.sum(-1, keepdims=True), rtol=1e-6)
 
