@@ -127,11 +127,36 @@ def _dot_transpose(ct: Any, x: Any, y: Any, *, dimension_numbers: DimNums) -> li
     return [ct_x, ct_y]
 
 
+def _free_bdim(dn: DimNums, ndims: tuple[int, int], which: int, d: int) -> tuple[DimNums, int]:
+    """Dimension numbers when operand `which` alone carries a vmapped axis at `d`: that axis
+    becomes one more free axis (so the product stays one large matmul, not a batch of small
+    ones); also the axis it lands on in the output."""
+    shift = lambda axes: tuple(a + (a >= d) for a in axes)  # noqa: E731
+    (xc, yc), (xb, yb) = dn
+    if which == 0:
+        xc, xb = shift(xc), shift(xb)
+    else:
+        yc, yb = shift(yc), shift(yb)
+    new = ((xc, yc), (xb, yb))
+    nx = ndims[0] + (which == 0)
+    x_free = _free(nx, xc, xb)
+    if which == 0:
+        return new, len(xb) + x_free.index(d)
+    y_free = _free(ndims[1] + 1, yc, yb)
+    return new, len(xb) + len(x_free) + y_free.index(d)
+
+
 def _dot_batch(args: list[Any], dims: list[Any], *, dimension_numbers: DimNums) -> Any:
-    """Make the vmapped axis a new leading batch axis of the contraction."""
+    """One operand vmapped: its axis becomes a free axis of the contraction. Both: the two
+    axes become a new leading batch axis."""
     from fgrad.core.prims._util import batch_size
     (xc, yc), (xb, yb) = dimension_numbers
     x, y = args
+    if (dims[0] is None) != (dims[1] is None):
+        which = 0 if dims[1] is None else 1
+        ndims = (x.ndim - (which == 0), y.ndim - (which == 1))
+        dn, out_dim = _free_bdim(dimension_numbers, ndims, which, dims[which])
+        return dot_general(x, y, dn), out_dim
     size = batch_size(args, dims)
     x = move_bdim(x, dims[0], 0, size)
     y = move_bdim(y, dims[1], 0, size)
