@@ -4,6 +4,7 @@ FGRAD_BACKEND       default jit backend: "llvm" (default), "opencl", "numpy" (re
 FGRAD_LOG_RETRACE   "1": log (logger "fgrad.jit", level WARNING) why a jitted function retraced
 FGRAD_CACHE_DIR     on-disk compile cache directory (default: the user cache dir)
 FGRAD_OPENCL_DEVICE OpenCL device: "P:D" (platform:device indices) or a part of its name
+FGRAD_NUM_THREADS   threads of the llvm backend's large kernels (default: the usable CPUs; 1: off)
 """
 from __future__ import annotations
 
@@ -29,3 +30,17 @@ def cache_dir() -> str:
 def opencl_device() -> str | None:
     """The OpenCL device the user picked (None: first GPU, else first device)."""
     return os.environ.get("FGRAD_OPENCL_DEVICE") or None
+
+
+def num_threads() -> int:
+    """Threads the llvm backend splits large kernels over (at least 1)."""
+    value = os.environ.get("FGRAD_NUM_THREADS", "")
+    if value.strip():
+        try:
+            return max(1, int(value))
+        except ValueError:
+            raise ValueError(f"FGRAD_NUM_THREADS must be an integer, got {value!r}") from None
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1

@@ -137,19 +137,29 @@ def _pack(v: Var, perm: tuple[int, ...], eqns: list[Eqn], packs: Packs) -> Var:
     return packs[(id(v), perm)]
 
 
+def _packed(v: Var, batch: tuple[int, ...], free: tuple[int, ...], contract: tuple[int, ...],
+            eqns: list[Eqn], packs: Packs) -> tuple[Var, tuple[int, ...], tuple[int, ...]]:
+    """`v` packed as (batch, free, contract) or (batch, contract, free), whichever keeps its
+    last axis innermost (so the packing kernel reads its producer contiguously); returns
+    the packed operand and its new batch and contract axes."""
+    nb, nf = len(batch), len(free)
+    if contract and contract[-1] == v.aval.ndim - 1 or not free:
+        perm = batch + free + contract
+        return _pack(v, perm, eqns, packs), tuple(range(nb)), tuple(range(nb + nf, len(perm)))
+    perm = batch + contract + free
+    return _pack(v, perm, eqns, packs), tuple(range(nb)), tuple(range(nb, nb + len(contract)))
+
+
 def _pack_dot(eqn: Eqn, producers: dict[int, Eqn], eqns: list[Eqn], packs: Packs) -> Eqn:
     """`eqn` with folded transposes and operands packed where BLAS cannot read them."""
     (xc, yc), (xb, yb) = eqn.params["dimension_numbers"]
     x, xc, xb = _fold_transpose(eqn.inputs[0], xc, xb, producers)
     y, yc, yb = _fold_transpose(eqn.inputs[1], yc, yb, producers)
     xf, yf = _free(x.aval.ndim, xc, xb), _free(y.aval.ndim, yc, yb)
-    nb = len(xb)
     if matrix_view(x.aval.shape, xb, xf, xc) is None:
-        x = _pack(x, xb + xf + xc, eqns, packs)
-        xb, xc = tuple(range(nb)), tuple(range(nb + len(xf), x.aval.ndim))
+        x, xb, xc = _packed(x, xb, xf, xc, eqns, packs)
     if matrix_view(y.aval.shape, yb, yc, yf) is None:
-        y = _pack(y, yb + yc + yf, eqns, packs)
-        yb, yc = tuple(range(nb)), tuple(range(nb, nb + len(yc)))
+        y, yb, yc = _packed(y, yb, yf, yc, eqns, packs)
     dn = ((xc, yc), (xb, yb))
     if x is eqn.inputs[0] and y is eqn.inputs[1] and dn == eqn.params["dimension_numbers"]:
         return eqn

@@ -2,15 +2,18 @@
 
 In: `Kernel`s, library calls (dot_general equations, rendered by llvm_blas.py as BLAS gemm
 calls) and native segments (each an ordered list of such calls on buffer slots).
-Out: one `ir.Module`: an internal function per kernel taking one noalias pointer per buffer,
-and an exported entry per segment, `void segN(i8** buffers)`, that calls its kernels in
-order. Loops count up in i64 with the innermost loop over the contiguous axis, so LLVM's
-loop vectorizer handles them; reduction accumulators allow reassociation so they vectorize
-too. Elementwise arithmetic carries no fast-math flags, so results match NumPy's IEEE ones.
+Out: one `ir.Module`: an internal function per kernel taking one noalias pointer per buffer
+(and, when threads split it, the [start, stop) of its outermost loop), and exported entries
+per segment: `void segN(i8** buffers)` that calls its kernels in order, or, when some of its
+kernels split (llvm_threads.py), one entry per part, `segN_pK(buffers, thread, state)`,
+that every thread of the pool runs. Loops count up in i64 with the innermost loop
+over the contiguous axis, so LLVM's loop vectorizer handles them; reduction accumulators
+allow reassociation so they vectorize too. Elementwise arithmetic carries no fast-math
+flags, so results match NumPy's IEEE ones.
 """
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Any, Sequence
 
 from llvmlite import ir
 
@@ -22,6 +25,7 @@ from fgrad.lower.kernel_ir import (AccInit, AccRead, AccUpdate, Const, Expr, Ind
                                    IndexValue, Kernel, Load, Loop, Op, Stmt, Store)
 from fgrad.lower.llvm_blas import render_gemm
 from fgrad.lower.llvm_ops import I1, I64, OPS, Emitter, const, mem_type, reg_type
+from fgrad.lower.llvm_threads import Part, chunking, plan_parts, render_part, split_extent
 
 Call = tuple[str, Sequence[int]]  # (kernel name, buffer slot of each parameter)
 NSW = ("nsw",)
@@ -34,14 +38,19 @@ def _i64(v: int) -> ir.Constant:
 class _KernelRenderer:
     """Builds one kernel function; values and indices are memoized per loop scope."""
 
-    def __init__(self, module: ir.Module, kernel: Kernel):
+    def __init__(self, module: ir.Module, kernel: Kernel, split: bool):
         self.kernel = kernel
-        ptrs = [ir.PointerType(mem_type(p.dtype)) for p in kernel.params]
-        self.fn = ir.Function(module, ir.FunctionType(ir.VoidType(), ptrs), name=kernel.name)
+        args = [ir.PointerType(mem_type(p.dtype)) for p in kernel.params]
+        self.fn = ir.Function(module, ir.FunctionType(ir.VoidType(), args + [I64, I64] * split),
+                              name=kernel.name)
         self.fn.linkage = "internal"
-        for arg, p in zip(self.fn.args, kernel.params, strict=True):
+        for arg, p in zip(self.fn.args, kernel.params, strict=False):
             arg.name = p.name
             arg.add_attribute("noalias")
+        # a split kernel runs iterations [start, stop) of its (only) outermost loop
+        self.chunk = tuple(self.fn.args[-2:]) if split else None
+        if split:
+            self.fn.args[-2].name, self.fn.args[-1].name = "start", "stop"
         self.b = ir.IRBuilder(self.fn.append_basic_block("entry"))
         self.em = Emitter(self.b)
         self.syms: dict[Sym, ir.Value] = {}
@@ -75,9 +84,11 @@ class _KernelRenderer:
         done = self.fn.append_basic_block(f"{s.sym.name}.done")
         b.branch(head)
         b.position_at_end(head)
+        start, stop = self.chunk if s is self.kernel.body[0] and self.chunk else (
+            _i64(0), _i64(s.sym.extent))
         i = b.phi(I64, name=s.sym.name)
-        i.add_incoming(_i64(0), before)
-        b.cbranch(b.icmp_signed("<", i, _i64(s.sym.extent)), body, done)
+        i.add_incoming(start, before)
+        b.cbranch(b.icmp_signed("<", i, stop), body, done)
         b.position_at_end(body)
         scope = (dict(self.values), dict(self.indices))
         self.syms[s.sym] = i
@@ -203,34 +214,78 @@ class _KernelRenderer:
 
 
 def render_kernel(module: ir.Module, kernel: Kernel) -> ir.Function:
-    """Add `kernel` to `module` as an internal function."""
-    return _KernelRenderer(module, kernel).render()
+    """Add `kernel` to `module` as an internal function; a kernel that threads split
+    (`llvm_threads.split_extent`) takes two more i64 arguments: its loop's [start, stop)."""
+    return _KernelRenderer(module, kernel, split_extent(kernel) > 0).render()
+
+
+def _call(b: ir.IRBuilder, buffers: ir.Value, target: ir.Function, slots: Sequence[int],
+          chunk: Sequence[ir.Value] = ()) -> None:
+    """Call `target` on its slots of `buffers` (plus a chunk's start and stop)."""
+    args = []
+    for slot, ty in zip(slots, target.function_type.args, strict=False):
+        raw = b.load(b.gep(buffers, [_i64(slot)], inbounds=True))
+        args.append(b.bitcast(raw, ty))
+    b.call(target, args + list(chunk))
+
+
+def _extents(calls: Sequence[Call], kernels: dict[str, Kernel]) -> list[int]:
+    return [split_extent(kernels[name]) if name in kernels else 0 for name, _ in calls]
 
 
 def render_entry(module: ir.Module, name: str, calls: Sequence[Call],
-                 functions: dict[str, ir.Function]) -> ir.Function:
+                 functions: dict[str, ir.Function], kernels: dict[str, Kernel]) -> ir.Function:
     """`void name(i8** buffers)`: call each kernel on its slots of `buffers`, in order."""
     i8p = ir.IntType(8).as_pointer()
     fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [i8p.as_pointer()]), name=name)
     b = ir.IRBuilder(fn.append_basic_block("entry"))
-    for kernel_name, slots in calls:
-        target = functions[kernel_name]
-        args = []
-        for slot, ty in zip(slots, target.function_type.args, strict=True):
-            raw = b.load(b.gep(fn.args[0], [_i64(slot)], inbounds=True))
-            args.append(b.bitcast(raw, ty))
-        b.call(target, args)
+    emit = _emit_calls(calls, functions, kernels)
+    for n in range(len(calls)):
+        emit(b, n, None)
     b.ret_void()
     return fn
 
 
+def _emit_calls(calls: Sequence[Call], functions: dict[str, ir.Function],
+                kernels: dict[str, Kernel]) -> Any:
+    """`emit(b, n, chunk)` for llvm_threads.render_part: call n of the segment, on its
+    chunk of the split loop, or whole (a split kernel then gets its full range)."""
+    extents = _extents(calls, kernels)
+
+    def emit(b: ir.IRBuilder, n: int, chunk: tuple[ir.Value, ir.Value] | None) -> None:
+        name, slots = calls[n]
+        if chunk is None and extents[n]:
+            chunk = (_i64(0), _i64(extents[n]))
+        _call(b, b.function.args[0], functions[name], slots, chunk or ())
+    return emit
+
+
+def entry_names(segment: int, parts: Sequence[Part]) -> list[str]:
+    """The exported entry of each part of segment number `segment`: `segN` when the
+    segment is one serial part (`void segN(i8** buffers)`), else `segN_pK`
+    (llvm_threads.render_part)."""
+    if len(parts) == 1 and not parts[0].parallel:
+        return [f"seg{segment}"]
+    return [f"seg{segment}_p{k}" for k in range(len(parts))]
+
+
 def render_module(kernels: Sequence[Kernel], segments: Sequence[Sequence[Call]],
                   library_calls: dict[str, Eqn] | None = None) -> ir.Module:
-    """One module: every kernel and library call, plus entry `seg{i}` for each segment."""
+    """One module: every kernel and library call, plus the entries of each segment (see
+    `entry_names`)."""
     module = ir.Module(name="fgrad")
     functions = {k.name: render_kernel(module, k) for k in kernels}
+    by_name = {k.name: k for k in kernels}
     for name, eqn in (library_calls or {}).items():
         functions[name] = render_gemm(module, name, eqn)
     for i, calls in enumerate(segments):
-        render_entry(module, f"seg{i}", calls, functions)
+        parts = plan_parts(calls, by_name)
+        names = entry_names(i, parts)
+        if names == [f"seg{i}"]:
+            render_entry(module, names[0], calls, functions, by_name)
+            continue
+        emit = _emit_calls(calls, functions, by_name)
+        chunks = [chunking(by_name.get(name)) for name, _ in calls]
+        for name, part in zip(names, parts, strict=True):
+            render_part(module, name, part, chunks, emit)
     return module

@@ -5,8 +5,9 @@ In: a Jaxpr without constvars. Out: an executable `exe(*arrays) -> list[np.ndarr
 All kernels of a program go into ONE module, compiled in-process by llvmlite (host CPU
 features, the O3 pipeline of the new pass manager, MCJIT). Host steps (see schedule.py: a
 temporary NumPy fallback) split the program into native segments; each segment is one
-native call `segN(buffers)` through ctypes. Intermediates and outputs live in blocks of
-`buffer_pool.POOL`, kept mapped between calls; a buffer whose value is dead is reused by a
+native call `segN(buffers)` through ctypes (a segment whose large kernels split runs as
+parts instead, parallel ones on every thread of `llvm_threads.POOL`: FGRAD_NUM_THREADS).
+Intermediates and outputs live in blocks of `buffer_pool.POOL`, kept mapped between calls; a buffer whose value is dead is reused by a
 later kernel output of the same size. Compiled code is cached by a hash of the unoptimized
 IR (and llvmlite's version, the host CPU and its features): in memory, so identical programs
 compile once, and on disk (`disk_cache`), so a fresh process skips optimizing and codegen.
@@ -28,7 +29,8 @@ from fgrad.core.ir import Eqn, Jaxpr, Literal, Var
 from fgrad.lower import disk_cache
 from fgrad.lower import program as program_lib
 from fgrad.lower.buffer_pool import POOL
-from fgrad.lower.llvm_render import render_module
+from fgrad.lower.llvm_render import entry_names, render_module
+from fgrad.lower.llvm_threads import PART_ENTRY, describe_threads, run_parts, segment_parts
 from fgrad.lower.program import Program, Segment
 from fgrad.lower.schedule import HostStep
 
@@ -185,11 +187,22 @@ class LLVMExecutable:
         self.program = program
         self.module = module_ir(program)
         self.engine = compiled_engine(self.module)
-        n_seg = sum(isinstance(a, Segment) for a in program.actions)
-        self.entries = [_ENTRY(self.engine.get_function_address(f"seg{i}"))
-                        for i in range(n_seg)]
+        segments = [a for a in program.actions if isinstance(a, Segment)]
+        self.runners = [self._runner(i, seg) for i, seg in enumerate(segments)]
         self.aliases = alias_plan(program)
         self._direct = self._direct_plan()
+
+    def _runner(self, i: int, seg: Segment) -> Any:
+        """What runs segment i on a buffer table: its `segN` entry when it is one serial
+        part, else the parts in order, parallel ones on the thread pool."""
+        parts = segment_parts(self.program, seg)
+        names = entry_names(i, parts)
+        if names == [f"seg{i}"]:
+            return _ENTRY(self.engine.get_function_address(names[0]))
+        entries = [(PART_ENTRY(self.engine.get_function_address(name)),
+                    part.stop - part.first, part.parallel)
+                   for name, part in zip(names, parts, strict=True)]
+        return functools.partial(run_parts, entries)
 
     def _new(self, var: Var, blocks: list[np.ndarray]) -> np.ndarray:
         b = self.program.buffer_of.get(id(var))
@@ -229,7 +242,7 @@ class LLVMExecutable:
                else _as_c(a, dt) for a, dt in zip(arrays, in_dtypes)]
         outs = [POOL.array(shape, dt) for shape, dt in out_specs]
         every = ins + outs
-        self.entries[0](table_type(*[every[i].ctypes.data for i in order]))
+        self.runners[0](table_type(*[every[i].ctypes.data for i in order]))
         return outs
 
     def call_donated(self, arrays: list[Any], reusable: list[bool]) -> list[np.ndarray]:
@@ -263,7 +276,7 @@ class LLVMExecutable:
                     env[id(v)] = given[id(v)] if id(v) in given else self._new(v, blocks)
                 table = (ctypes.c_void_p * len(action.table))(
                     *[env[id(v)].ctypes.data for v in action.table])
-                self.entries[seg](table)
+                self.runners[seg](table)
                 seg += 1
             return [_read(a, env) for a in jaxpr.outvars]
         finally:
@@ -361,6 +374,7 @@ def describe(jaxpr: Jaxpr) -> str:
              "fallback until those primitives get native kernels)", str(program.schedule),
              "# kernel IR"]
     parts += [str(k) for k in program.kernels] or ["(no kernels)"]
+    parts += ["# threads", describe_threads(program)]
     parts += ["# LLVM IR (before optimization)", str(module_ir(program))]
     return "\n".join(parts)
 

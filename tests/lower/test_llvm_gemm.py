@@ -265,3 +265,30 @@ def test_gemm_steps_record_blas_views() -> None:
     assert isinstance(g, GemmStep)
     assert (g.dims.m, g.dims.n, g.dims.k) == (4, 5, 6)
     assert g.dims.lhs.trans and g.dims.rhs.trans
+
+
+def _conv_numpy(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """Cross-correlation with padding 1 (im2col by sliding windows, then a tensordot)."""
+    xp = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    win = np.lib.stride_tricks.sliding_window_view(xp, w.shape[2:], axis=(2, 3))
+    return np.einsum("nchwij,ocij->nohw", win, w)
+
+
+def test_conv2d_packs_patches_with_the_image_row_innermost() -> None:
+    x, w = rand((2, 3, 8, 8), np.float32), rand((4, 3, 3, 3), np.float32)
+
+    def conv(w: Tensor, x: Tensor) -> Tensor:
+        return x.conv2d(w, padding=1)
+
+    s = assert_native(conv, Tensor(w), Tensor(x))
+    (g,) = s.gemms()
+    assert g.dims.lhs.trans and "kernel elementwise f32[1,3,9,2,8,8]" in str(s), str(s)
+    close(llvm(conv, Tensor(w), Tensor(x)), _conv_numpy(x, w), rtol=1e-4, atol=1e-5)
+
+    def loss(w: Tensor, x: Tensor) -> Tensor:
+        return conv(w, x).relu().sum()
+
+    grads = fgrad.jit(fgrad.grad(loss, argnums=(0, 1)), backend="llvm")(Tensor(w), Tensor(x))
+    want = fgrad.jit(fgrad.grad(loss, argnums=(0, 1)), backend="numpy")(Tensor(w), Tensor(x))
+    for got, ref in zip(grads, want, strict=True):
+        close(got, ref.numpy(), rtol=1e-4, atol=1e-5)
