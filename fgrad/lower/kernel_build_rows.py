@@ -217,19 +217,23 @@ def _replace(e: Expr, old: Expr, new: Expr, memo: dict[int, Expr]) -> Expr:
     return memo[id(e)]
 
 
-def _key(e: Expr, memo: dict[int, Any]) -> Any:
-    """A structural key of e: equal keys compute equal values at the same loop point."""
+def _key(e: Expr, memo: dict[Any, Any]) -> int:
+    """A structural key of e: equal keys compute equal values at the same loop point.
+    Keys are interned to small ints, so hashing one never walks a whole (shared,
+    exponentially large when unfolded) expression tree."""
     if id(e) not in memo:
         if isinstance(e, Op):
-            memo[id(e)] = (e.op, e.dtype, tuple(_key(a, memo) for a in e.args))
+            struct: Any = (e.op, e.dtype, tuple(_key(a, memo) for a in e.args))
         elif isinstance(e, Load):
-            memo[id(e)] = ("load", e.buf, e.index, e.dtype)
+            struct = ("load", e.buf, e.index, e.dtype)
         elif isinstance(e, Const):
-            memo[id(e)] = ("const", repr(e.value), e.dtype)
+            struct = ("const", repr(e.value), e.dtype)
         elif isinstance(e, AccRead):  # read only once final (phases after its own)
-            memo[id(e)] = ("acc", e.acc, e.dtype)
+            struct = ("acc", e.acc, e.dtype)
         else:
-            memo[id(e)] = ("leaf", id(e))
+            struct = ("leaf", id(e))
+        interned = memo.setdefault("interned", {})
+        memo[id(e)] = interned.setdefault(struct, len(interned))
     return memo[id(e)]
 
 
@@ -238,7 +242,7 @@ def reuse_stored(loops: list[list[Stmt]], step: KernelStep, row: set[Sym]) -> No
     earlier phase's loop already computes (exp(x - max) in softmax), that earlier loop
     also stores the value in the output's buffer and the later one loads it from there
     (from cache) instead of computing it again. Rewrites `loops` in place."""
-    memo: dict[int, Any] = {}
+    memo: dict[Any, Any] = {}
     for p in range(1, len(loops)):
         earlier = [{_key(x, memo): x for s in loops[q] for x in _stmt_exprs(s, step)}
                    for q in range(p)]
