@@ -15,6 +15,26 @@ from fgrad.transforms import executables
 executables.COMPILERS["llvm"] = compile_llvm
 
 
+def _register_lowerings() -> None:
+    """Record in each primitive's registry entry how the native backends lower it, so
+    `fgrad.core.primitive.missing_rules()` lists exactly the primitives that still run as
+    NumPy host steps (the kernel tables below are the lowerings themselves)."""
+    from fgrad.core.primitive import REGISTRY
+    from fgrad.lower import llvm_ops
+    from fgrad.lower.schedule import ELEMENTWISE, MOVEMENT, REDUCE
+    kinds = {name: "fused elementwise kernel" for name in ELEMENTWISE}
+    kinds.update({name: "index arithmetic in the consuming kernel" for name in MOVEMENT})
+    kinds.update({name: "reduction kernel" for name in REDUCE})
+    kinds["dot_general"] = "gemm (OpenBLAS on llvm, tiled kernel on opencl; float32/64)"
+    for name, how in kinds.items():
+        if name in REGISTRY and (name not in ELEMENTWISE or name in llvm_ops.OPS):
+            for backend in ("llvm", "opencl"):
+                REGISTRY[name].lowerings.setdefault(backend, how)
+
+
+_register_lowerings()
+
+
 def _compile_opencl(jaxpr: Any) -> Any:
     """The "opencl" compiler (imports pyopencl on first use)."""
     from fgrad.lower.opencl_runtime import compile_opencl
