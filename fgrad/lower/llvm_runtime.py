@@ -18,7 +18,9 @@ import collections
 import ctypes
 import functools
 import hashlib
+import math
 import threading
+import weakref
 from typing import Any
 
 import llvmlite
@@ -28,7 +30,7 @@ import numpy as np
 from fgrad.core.ir import Eqn, Jaxpr, Literal, Var
 from fgrad.lower import disk_cache
 from fgrad.lower import program as program_lib
-from fgrad.lower.buffer_pool import POOL
+from fgrad.lower.buffer_pool import MIN_POOLED_BYTES, POOL
 from fgrad.lower.llvm_render import entry_names, render_module
 from fgrad.lower.llvm_threads import PART_ENTRY, describe_threads, run_parts, segment_parts
 from fgrad.lower.program import Program, Segment
@@ -240,9 +242,15 @@ class LLVMExecutable:
         in_dtypes, out_specs, order, table_type = self._direct
         ins = [a if type(a) is np.ndarray and a.dtype == dt and a.flags.c_contiguous
                else _as_c(a, dt) for a, dt in zip(arrays, in_dtypes)]
-        outs = [POOL.array(shape, dt) for shape, dt in out_specs]
-        every = ins + outs
-        self.runners[0](table_type(*[every[i].ctypes.data for i in order]))
+        pointers = [_address(a) for a in ins]
+        outs = []
+        for shape, dt in out_specs:
+            out, address = _new_output(shape, dt)
+            outs.append(out)
+            pointers.append(address)
+        self.runners[0](table_type(*[pointers[i] for i in order]))
+        for out in outs:
+            out.flags.writeable = False
         return outs
 
     def call_donated(self, arrays: list[Any], reusable: list[bool]) -> list[np.ndarray]:
@@ -322,6 +330,35 @@ def alias_plan(program: Program) -> dict[int, list[int]]:
                        if u.aval.shape == v.aval.shape and u.aval.dtype == v.aval.dtype
                        and id(u) not in outs and last.get(id(u), 0) < first.get(id(v), 0)]
     return {k: c for k, c in plan.items() if c}
+
+
+_ADDRESSES: dict[int, tuple[Any, int]] = {}
+
+
+def _address(arr: np.ndarray) -> int:
+    """The data address of `arr`, remembered while `arr` lives (`arr.ctypes.data` costs a
+    microsecond or more, as much as a whole small kernel; callers pass the same arrays
+    again and again)."""
+    entry = _ADDRESSES.get(id(arr))
+    if entry is not None and entry[0]() is arr:
+        return entry[1]
+    address = arr.ctypes.data
+    try:
+        key = id(arr)
+        _ADDRESSES[key] = (weakref.ref(arr, lambda _, k=key: _ADDRESSES.pop(k, None)), address)
+    except TypeError:  # not weak-referenceable
+        pass
+    return address
+
+
+def _new_output(shape: tuple[int, ...], dtype: np.dtype) -> tuple[np.ndarray, int]:
+    """A fresh output array (pooled when large) and its address; the caller makes it
+    read-only once the native code has written it."""
+    if math.prod(shape) * dtype.itemsize >= MIN_POOLED_BYTES:
+        out = POOL.array(shape, dtype)
+        return out, out.ctypes.data
+    out = np.empty(shape, dtype)
+    return out, ctypes.addressof(ctypes.c_char.from_buffer(out)) if out.size else 0
 
 
 def _as_c(a: Any, dtype: np.dtype) -> np.ndarray:

@@ -90,7 +90,7 @@ class JittedFunction:
         self.donate_argnums = donate_argnums
         self.backend = backend
         self._cache: dict[Any, tuple[ClosedJaxpr, Any]] = {}
-        self._fast: dict[Any, tuple[Callable[..., Any], Any]] = {}
+        self._fast: dict[Any, tuple[Callable[..., Any], Any, bool]] = {}
         self._signatures: list[tuple[Any, list[str]]] = []
         self.info = CacheInfo()
         self.last_retrace_reason: str | None = None
@@ -181,9 +181,12 @@ class JittedFunction:
         entry = self._fast.get(found[0]) if found is not None else None
         if entry is None or not isinstance(current_trace(), EvalTrace):
             return _MISS
-        run, out_tree = entry
+        run, out_tree, single = entry
         self.info.hits += 1
-        return tree_util.tree_unflatten(out_tree, [Tensor._wrap(o) for o in run(*found[1])])
+        outs = run(*found[1])
+        if single:
+            return Tensor._wrap(outs[0])
+        return tree_util.tree_unflatten(out_tree, [Tensor._wrap(o) for o in outs])
 
     def _remember_fast(self, args: tuple, kwargs: dict, closed: ClosedJaxpr,
                        out_tree: Any) -> None:
@@ -196,7 +199,9 @@ class JittedFunction:
             return
         jaxpr, consts = open_jaxpr(closed)
         exe = executables.executable_for(jaxpr, backend)
-        self._fast[found[0]] = (functools.partial(exe, *[c._data for c in consts]), out_tree)
+        run = functools.partial(exe, *[c._data for c in consts]) if consts else exe
+        single = out_tree == tree_util.tree_structure(0)
+        self._fast[found[0]] = (run, out_tree, single)
 
     def _call_donating(self, closed: ClosedJaxpr, leaves: list[Any], args: tuple) -> list[Any]:
         """An eager call that consumes the donated arguments (under a transformation,
@@ -225,9 +230,13 @@ class JittedFunction:
 
 def _fast_key(args: tuple, backend: str) -> tuple[Any, list[Any]] | None:
     """(cache key, leaf arrays) of arguments that are all concrete Tensors, else None."""
-    if all(type(a) is Tensor for a in args):
-        datas = [a._data for a in args]
-        return (len(args), tuple((d.shape, d.dtype) for d in datas), backend), datas
+    datas = []
+    for a in args:
+        if type(a) is not Tensor:
+            break
+        datas.append(a._data)
+    else:
+        return (len(args), tuple([(d.shape, d.dtype) for d in datas]), backend), datas
     leaves, treedef = tree_util.tree_flatten(args)
     if not all(type(x) is Tensor for x in leaves):
         return None
