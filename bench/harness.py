@@ -96,7 +96,8 @@ def fgrad_place(backend: str, tree: Any) -> Any:
 def fgrad_sync(out: Any) -> Any:
     """Wait for every Tensor leaf of `out`; device (OpenCL) arrays are read back."""
     import fgrad
-    for leaf in fgrad.tree_util.tree_leaves(out):
+    leaves = [out] if type(out) is fgrad.Tensor else fgrad.tree_util.tree_leaves(out)
+    for leaf in leaves:
         if getattr(leaf, "device", "CPU") != "CPU":
             leaf.numpy()
     return out
