@@ -5,8 +5,8 @@ jit backend: "numpy" (the reference interpreter), "llvm", and "opencl" when pyop
 a device that builds kernels (CI sets FGRAD_REQUIRE_OPENCL=1, so there it always runs).
 The `jit_backend` fixture holds the backend and sets FGRAD_BACKEND for the test, so every
 `fgrad.jit(f)` inside it uses that backend. In a marked module, only tests whose source
-mentions `jit` are parametrized (the others never compile anything). Restrict with `--backends=llvm,opencl` or the
-FGRAD_TEST_BACKENDS environment variable.
+mentions `jit` are parametrized (the others never compile anything). Restrict with
+`--backends=llvm,opencl` or the FGRAD_TEST_BACKENDS environment variable.
 """
 from __future__ import annotations
 

@@ -7,10 +7,11 @@ features, the O3 pipeline of the new pass manager, MCJIT). Host steps (see sched
 temporary NumPy fallback) split the program into native segments; each segment is one
 native call `segN(buffers)` through ctypes (a segment whose large kernels split runs as
 parts instead, parallel ones on every thread of `llvm_threads.POOL`: FGRAD_NUM_THREADS).
-Intermediates and outputs live in blocks of `buffer_pool.POOL`, kept mapped between calls; a buffer whose value is dead is reused by a
-later kernel output of the same size. Compiled code is cached by a hash of the unoptimized
-IR (and llvmlite's version, the host CPU and its features): in memory, so identical programs
-compile once, and on disk (`disk_cache`), so a fresh process skips optimizing and codegen.
+Intermediates and outputs live in blocks of `buffer_pool.POOL`, kept mapped between calls;
+a buffer whose value is dead is reused by a later kernel output of the same size. Compiled
+code is cached by a hash of the unoptimized IR (and llvmlite's version, the host CPU and its
+features): in memory, so identical programs compile once, and on disk (`disk_cache`), so a
+fresh process skips optimizing and codegen.
 """
 from __future__ import annotations
 
