@@ -41,6 +41,21 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "backends: run the test once per jit backend")
+    config.addinivalue_line("markers", "opencl: needs an OpenCL device that builds kernels")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Skip tests marked `opencl` when no device works, unless FGRAD_REQUIRE_OPENCL=1 (CI),
+    where that is an error instead."""
+    marked = [item for item in items if item.get_closest_marker("opencl")]
+    if OPENCL_PROBLEM is None or not marked:
+        return
+    if os.environ.get("FGRAD_REQUIRE_OPENCL") == "1":
+        raise pytest.UsageError(f"FGRAD_REQUIRE_OPENCL=1 but no OpenCL device works: "
+                                f"{OPENCL_PROBLEM}")
+    skip = pytest.mark.skip(reason=f"no working OpenCL device: {OPENCL_PROBLEM}")
+    for item in marked:
+        item.add_marker(skip)
 
 
 def selected_backends(config: pytest.Config) -> list[str]:

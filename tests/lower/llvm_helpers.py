@@ -9,6 +9,7 @@ import pytest
 import fgrad
 import fgrad.lower  # noqa: F401  (registers the llvm compiler)
 from fgrad import Tensor
+from fgrad.core import prims
 from fgrad.lower.llvm_runtime import half_native
 from fgrad.lower.schedule import Schedule, schedule
 from fgrad.transforms.jit_prim import open_jaxpr
@@ -51,3 +52,46 @@ def w1(x: Tensor) -> Tensor:
 def w1_numpy(x: np.ndarray) -> np.ndarray:
     """W1 in NumPy."""
     return np.tanh(x * 1.5 + 0.5) * (1 / (1 + np.exp(-x))) + np.exp(-x * x)
+
+
+MOVEMENT_STEPS = ("reshape", "permute", "slice", "flip", "pad", "expand", "math", "sum", "max",
+                  "cat")
+
+
+def random_program(rng: np.random.Generator, steps: tuple[str, ...] = MOVEMENT_STEPS,
+                   length: int = 6) -> Callable[[Tensor], Tensor]:
+    """A random chain of movement, elementwise and reduction ops on one Tensor (the same
+    chain on every backend, so results can be compared with the numpy backend's)."""
+    chosen = [str(s) for s in rng.choice(list(steps), length)]
+
+    def program(t: Tensor) -> Tensor:
+        for step in chosen:
+            t = _apply_step(step, t, np.random.default_rng(len(t.shape) * 7 + t.numel()))
+        return t
+    return program
+
+
+def _apply_step(step: str, t: Tensor, rng: np.random.Generator) -> Tensor:
+    shape = t.shape
+    if step == "reshape" and t.numel() % 2 == 0:
+        return t.reshape(2, -1) if len(shape) != 2 else t.reshape(-1)
+    if step == "permute" and len(shape) > 1:
+        return t.permute(*[int(a) for a in rng.permutation(len(shape))])
+    if step == "slice" and shape and shape[0] > 1:
+        return t[1::2] if rng.integers(2) else t[::-1][1:]
+    if step == "flip" and shape:
+        return t.flip(len(shape) - 1)
+    if step == "pad" and shape:
+        return prims.pad(t, tuple((int(rng.integers(-1, 3)) if d > 1 else 1, 1,
+                                   int(rng.integers(0, 2))) for d in shape), 0.5)
+    if step == "expand":
+        return t.reshape(*shape, 1).expand(*shape, 3)
+    if step == "math":  # clipped: chained exps would amplify 1-ulp differences past 1e-5
+        return (t.clip(-2, 2) * 1.5).exp() - t
+    if step == "sum" and len(shape) > 1:
+        return t.sum(int(rng.integers(len(shape))), keepdim=bool(rng.integers(2)))
+    if step == "max" and len(shape) > 1:
+        return t.max(int(rng.integers(len(shape))))
+    if step == "cat" and shape:
+        return t.cat(t * 2, dim=len(shape) - 1)
+    return t + 1

@@ -9,7 +9,8 @@ from typing import Any, Callable
 
 import numpy as np
 import pytest
-from llvm_helpers import assert_native, close, llvm, needs_half, sched_of, w1, w1_numpy
+from llvm_helpers import (assert_native, close, llvm, needs_half, random_program, sched_of, w1,
+                          w1_numpy)
 
 import fgrad
 from fgrad import Tensor, dtypes
@@ -351,47 +352,12 @@ def test_host_fallback_primitives_give_numpy_results() -> None:
     close(got[2], (x * np.arange(7, dtype=np.float32)).sum(1) * 3, rtol=1e-5, atol=1e-5)
 
 
-def _random_program(rng: np.random.Generator) -> Callable[[Tensor], Tensor]:
-    """A random chain of movement, elementwise and reduction ops on one Tensor."""
-    steps = [str(s) for s in rng.choice(["reshape", "permute", "slice", "flip", "pad",
-                                         "expand", "math", "sum", "cat"], 6)]
-
-    def program(t: Tensor) -> Tensor:
-        for step in steps:
-            t = _apply(step, t, np.random.default_rng(len(t.shape) * 7 + t.numel()))
-        return t
-    return program
-
-
-def _apply(step: str, t: Tensor, rng: np.random.Generator) -> Tensor:
-    shape = t.shape
-    if step == "reshape" and t.numel() % 2 == 0:
-        return t.reshape(2, -1) if len(shape) != 2 else t.reshape(-1)
-    if step == "permute" and len(shape) > 1:
-        return t.permute(*[int(a) for a in rng.permutation(len(shape))])
-    if step == "slice" and shape and shape[0] > 1:
-        return t[1::2] if rng.integers(2) else t[::-1][1:]
-    if step == "flip" and shape:
-        return t.flip(len(shape) - 1)
-    if step == "pad" and shape:
-        return prims.pad(t, tuple((int(rng.integers(-1, 3)) if d > 1 else 1, 1,
-                                   int(rng.integers(0, 2))) for d in shape), 0.5)
-    if step == "expand":
-        return t.reshape(*shape, 1).expand(*shape, 3)
-    if step == "math":
-        return (t * 1.5).exp() - t
-    if step == "sum" and len(shape) > 1:
-        return t.sum(int(rng.integers(len(shape))), keepdim=bool(rng.integers(2)))
-    if step == "cat" and shape:
-        return t.cat(t * 2, dim=len(shape) - 1)
-    return t + 1
-
-
 @pytest.mark.parametrize("seed", range(40))
 def test_random_movement_programs_match_numpy_backend(seed: int) -> None:
     rng = np.random.default_rng(seed)
     shape = tuple(int(d) for d in rng.integers(1, 5, int(rng.integers(1, 4))))
     x = Tensor(rng.uniform(-1, 1, shape).astype(np.float32))
-    program = _random_program(rng)
+    program = random_program(rng, ("reshape", "permute", "slice", "flip", "pad", "expand",
+                                   "math", "sum", "cat"))
     want = fgrad.jit(program, backend="numpy")(x).numpy()
     close(llvm(program, x), want, rtol=1e-5, atol=1e-6)

@@ -7,12 +7,12 @@ primitives' NumPy impls. Ops are grouped into multi-output programs to keep buil
 """
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import pytest
+from llvm_helpers import random_program
 
 pytest.importorskip("pyopencl")
 
@@ -30,13 +30,7 @@ from fgrad.lower.opencl_runtime import compile_opencl, plan
 from fgrad.lower.schedule import BINARY, HALF_FROM, UNARY
 from fgrad.transforms.jit_prim import open_jaxpr
 
-try:
-    opencl_device.default_index()
-except RuntimeError as err:  # pyopencl is there but no device builds kernels
-    if os.environ.get("FGRAD_REQUIRE_OPENCL") == "1":
-        raise
-    pytest.skip(f"no working OpenCL device: {str(err).splitlines()[0]}",
-                allow_module_level=True)
+pytestmark = pytest.mark.opencl  # skipped without a working device, an error in CI
 
 RNG = np.random.default_rng(0)
 ALL_DTYPES = [dtypes.bool, dtypes.int8, dtypes.int16, dtypes.int32, dtypes.int64,
@@ -392,38 +386,12 @@ def test_zero_d_empty_and_passthrough_outputs() -> None:
     close(got[1], v)
 
 
-def _apply(step: str, t: Tensor, rng: np.random.Generator) -> Tensor:
-    shape = t.shape
-    if step == "reshape" and t.numel() % 2 == 0:
-        return t.reshape(2, -1) if len(shape) != 2 else t.reshape(-1)
-    if step == "permute" and len(shape) > 1:
-        return t.permute(*[int(a) for a in rng.permutation(len(shape))])
-    if step == "slice" and shape and shape[0] > 1:
-        return t[1::2] if rng.integers(2) else t[::-1][1:]
-    if step == "pad" and shape:
-        return prims.pad(t, tuple((int(rng.integers(-1, 3)) if d > 1 else 1, 1,
-                                   int(rng.integers(0, 2))) for d in shape), 0.5)
-    if step == "expand":
-        return t.reshape(*shape, 1).expand(*shape, 3)
-    if step == "sum" and len(shape) > 1:
-        return t.sum(int(rng.integers(len(shape))), keepdim=bool(rng.integers(2)))
-    if step == "max" and len(shape) > 1:
-        return t.max(int(rng.integers(len(shape))))
-    return (t * 1.5).exp() - t
-
-
 @pytest.mark.parametrize("seed", range(6))
 def test_random_movement_and_reduction_programs(seed: int) -> None:
     rng = np.random.default_rng(seed)
     shape = tuple(int(d) for d in rng.integers(1, 6, int(rng.integers(1, 4))))
-    steps = [str(s) for s in rng.choice(["reshape", "permute", "slice", "pad", "expand",
-                                         "sum", "max", "math"], 6)]
-
-    def program(t: Tensor) -> Tensor:
-        for step in steps:
-            t = _apply(step, t, np.random.default_rng(len(t.shape) * 7 + t.numel()))
-        return t
-
+    program = random_program(rng, ("reshape", "permute", "slice", "pad", "expand", "sum",
+                                   "max", "math"))
     x = rng.uniform(-1, 1, shape).astype(np.float32)
     want = fgrad.jit(program, backend="numpy")(Tensor(x)).numpy()
     close(run(program, x)[0], want, rtol=1e-5, atol=1e-6)
