@@ -2,8 +2,8 @@
 
 FGRAD_BACKEND       default jit backend: "llvm" (default), "opencl", "numpy" (reference interpreter)
 FGRAD_LOG_RETRACE   "1": log (logger "fgrad.jit", level WARNING) why a jitted function retraced
-FGRAD_CACHE_DIR     on-disk compile cache directory (default: the user cache dir)
-FGRAD_OPENCL_DEVICE OpenCL device: "P:D" (platform:device indices) or a part of its name
+FGRAD_CACHE_DIR     on-disk compile cache directory (default: the user cache dir; "" or "0": off)
+FGRAD_OPENCL_DEVICE OpenCL device: "P:D" (platform:device indices), "CL:n" or a part of its name
 FGRAD_NUM_THREADS   threads of the llvm backend's large kernels (default: the usable CPUs; 1: off)
 """
 from __future__ import annotations
