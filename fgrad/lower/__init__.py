@@ -21,15 +21,29 @@ def _register_lowerings() -> None:
     NumPy host steps (the kernel tables below are the lowerings themselves)."""
     from fgrad.core.primitive import REGISTRY
     from fgrad.lower import llvm_ops
-    from fgrad.lower.schedule import ELEMENTWISE, MOVEMENT, REDUCE
+    from fgrad.lower.control_flow import CONTROL_FLOW
+    from fgrad.lower.expand import EXPANSIONS, NO_SEMANTICS
+    from fgrad.lower.schedule import ELEMENTWISE, LINALG, MOVEMENT, REDUCE
     kinds = {name: "fused elementwise kernel" for name in ELEMENTWISE}
     kinds.update({name: "index arithmetic in the consuming kernel" for name in MOVEMENT})
     kinds.update({name: "reduction kernel" for name in REDUCE})
-    kinds["dot_general"] = "gemm (OpenBLAS on llvm, tiled kernel on opencl; float32/64)"
+    kinds["dot_general"] = ("gemm (OpenBLAS on llvm, tiled kernel on opencl; float32/64); "
+                            "other dtypes: a fused multiply-and-reduce kernel")
+    kinds["gather"] = "run-time index arithmetic in the consuming kernel"
+    kinds["scatter"] = "scatter kernel (copy, then the update rows in order)"
+    kinds.update({name: f"by expansion into {how}" for name, how in EXPANSIONS.items()})
+    kinds["custom_lin"] = NO_SEMANTICS
+    kinds.update({name: "sub-programs compiled for the backend; on llvm a scan/while whose "
+                  "body is one native segment runs as one native driver call"
+                  for name in CONTROL_FLOW})
     for name, how in kinds.items():
         if name in REGISTRY and (name not in ELEMENTWISE or name in llvm_ops.OPS):
             for backend in ("llvm", "opencl"):
                 REGISTRY[name].lowerings.setdefault(backend, how)
+    for name in LINALG:  # opencl has no LAPACK: there they stay host steps
+        if name in REGISTRY:
+            REGISTRY[name].lowerings.setdefault("llvm", "LAPACK call from native code "
+                                                "(SciPy's; float32/64)")
 
 
 _register_lowerings()

@@ -1,17 +1,20 @@
 """Index expressions of the kernel IR: affine sums over loop variables, plus floor division,
-floor modulo and clamping by constants, simplified as they are built.
+floor modulo and clamping by constants, and indices read at run time, simplified as built.
 
-In: loop variables (`Sym`) and integer constants. Out: `Ix` values with sound bounds.
+In: loop variables (`Sym`), integer constants and run-time index values. Out: `Ix` values
+with sound bounds.
 
 An `Ix` is sum(coeff * atom) + const over atoms `Sym`, `Div` (floor division), `Mod` (floor
-modulo) and `Clamp` (into [0, hi]), all by positive constants. Constructors simplify as they
+modulo), `Clamp` (into [0, hi]), all by positive constants, and `Dyn` (a kernel-IR integer
+value computed at run time, e.g. a load of a gather's index buffer, clamped into [0, hi]:
+its bounds are known though its value is not). Constructors simplify as they
 build: exact division by a common factor, range-based folding, and `n*(e//n) + e%n == e`,
 so reshapes of contiguous data come out affine. `ix_range` gives sound integer bounds.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Union
+from typing import Any, Union
 
 
 @dataclass(frozen=True)
@@ -58,7 +61,23 @@ class Clamp:
         return f"clamp({self.arg}, 0, {self.hi})"
 
 
-IxAtom = Union[Sym, Div, Mod, Clamp]
+@dataclass(frozen=True)
+class Dyn:
+    """min(max(value, 0), hi) for an integer kernel-IR expression `value` computed at run
+    time. `syms`: the loop variables `value` depends on; `label`: its printed form (no
+    object ids, so printed kernels stay deterministic). Equal only to itself in practice:
+    kernel-IR expressions compare and hash by identity."""
+
+    value: Any
+    hi: int
+    syms: frozenset[Sym]
+    label: str
+
+    def __str__(self) -> str:
+        return f"dyn({self.label}, 0, {self.hi})"
+
+
+IxAtom = Union[Sym, Div, Mod, Clamp, Dyn]
 
 
 def _paren(e: "Ix") -> str:
@@ -81,10 +100,12 @@ class Ix:
         return " + ".join(parts).replace("+ -", "- ")
 
     def nonlinear_syms(self) -> set[Sym]:
-        """The loop variables that occur inside a Div, Mod or Clamp."""
+        """The loop variables that occur inside a Div, Mod, Clamp or Dyn."""
         out: set[Sym] = set()
         for a, _ in self.terms:
-            if not isinstance(a, Sym):
+            if isinstance(a, Dyn):
+                out |= a.syms
+            elif not isinstance(a, Sym):
                 out |= used_syms(a.arg)
                 out |= a.arg.nonlinear_syms()
         return out
@@ -94,7 +115,21 @@ def used_syms(e: "Ix") -> set[Sym]:
     """Every loop variable that occurs in e."""
     out: set[Sym] = set()
     for a, _ in e.terms:
-        out |= {a} if isinstance(a, Sym) else used_syms(a.arg)
+        if isinstance(a, Dyn):
+            out |= a.syms
+        else:
+            out |= {a} if isinstance(a, Sym) else used_syms(a.arg)
+    return out
+
+
+def dyn_atoms(e: "Ix") -> list[Dyn]:
+    """The run-time index atoms of e (outside in, each once)."""
+    out: list[Dyn] = []
+    for a, _ in e.terms:
+        if isinstance(a, Dyn):
+            out.append(a)
+        elif not isinstance(a, Sym):
+            out += [d for d in dyn_atoms(a.arg) if d not in out]
     return out
 
 
@@ -108,9 +143,18 @@ def ix_sym(s: Sym) -> Ix:
     return ix_const(0) if s.extent == 1 else Ix(((s, 1),), 0)
 
 
+def ix_dyn(value: Any, hi: int, syms: frozenset[Sym], label: str) -> Ix:
+    """The run-time index `value` clamped into [0, hi] (0 when hi <= 0)."""
+    if hi <= 0:
+        return ix_const(0)
+    return Ix(((Dyn(value, hi, syms, label), 1),), 0)
+
+
 def _atom_range(a: IxAtom) -> tuple[int, int]:
     if isinstance(a, Sym):
         return 0, max(a.extent - 1, 0)
+    if isinstance(a, Dyn):
+        return 0, a.hi
     lo, hi = ix_range(a.arg)
     if isinstance(a, Div):
         return lo // a.d, hi // a.d

@@ -7,9 +7,12 @@ Every value is computed at a multi-index of its own shape (a tuple of `Ix`). A m
 primitive maps its output index to its operand's index (reshape through a flat offset,
 pad under a bounds predicate); an elementwise primitive becomes an `Op`. Loads clamp any
 axis index that is not provably in range, so even the unselected side of a pad region
-reads inside the buffer. Loops run row-major over the domain; adjacent loops are collapsed
-into one whenever the innermost loop variable then stays affine (so it vectorizes).
-Row-fused steps (phases per row) are built by kernel_build_rows.py on these pieces.
+reads inside the buffer. A gather maps its output index (i..., j...) to its operand's index
+(dyn(idx[i...]), j...): the row is read from the index operand at run time (a `Dyn` atom),
+so a gather fuses into its consumer like a slice. Loops run row-major over the domain;
+adjacent loops are collapsed into one whenever the innermost loop variable then stays affine
+(so it vectorizes). Row-fused steps (phases per row) are built by kernel_build_rows.py on
+these pieces, scatter steps by kernel_build_scatter.py.
 """
 from __future__ import annotations
 
@@ -21,11 +24,11 @@ import numpy as np
 from fgrad.core.dtypes import DType, dtypes
 from fgrad.core.ir import Atom, Eqn, Literal, Var
 from fgrad.lower.indexing import (Ix, Sym, add, clamp, delinearize, floordiv, ix_const,
-                                  ix_range, ix_sym, linearize, mod, scale)
+                                  ix_dyn, ix_range, ix_sym, linearize, mod, scale)
 from fgrad.lower.kernel_ir import (AccInit, AccRead, AccUpdate, Cond, Const, Expr, IndexPred,
                                    IndexValue, Kernel, Load, Loop, Op, Param, Stmt, Store,
-                                   check_kernel, kernel_indices)
-from fgrad.lower.schedule import REDUCE, KernelStep, Schedule, jaxpr_names
+                                   check_kernel, expr_syms, kernel_indices)
+from fgrad.lower.schedule import REDUCE, KernelStep, Schedule, is_scatter_step, jaxpr_names
 
 Index = tuple[Ix, ...]
 BOOL_COMBINE = {"add": "or", "mul": "and", "max": "or", "min": "and"}
@@ -173,9 +176,31 @@ def _iota(vals: _Values, eqn: Eqn, idx: Index) -> Expr:
     return IndexValue(idx[eqn.params["dimension"]], eqn.outvars[0].aval.dtype)
 
 
+def run_time_index(vals: _Values, atom: Atom, at: Index, hi: int) -> Ix:
+    """The integer value `atom` at `at`, clamped into [0, hi], as an index (a `Dyn` atom
+    unless it is a constant)."""
+    value = vals(atom, at)
+    if isinstance(value, Const):
+        return ix_const(min(max(int(value.value), 0), max(hi, 0)))
+    label = f"{vals.sched.names(atom)}[{', '.join(str(i) for i in at)}]"
+    return ix_dyn(value, hi, expr_syms(value), label)
+
+
+def _gather(vals: _Values, eqn: Eqn, idx: Index) -> Expr:
+    """out[i..., j...] = x[clamp(ind[i...]), j...]; zeros when x has no rows."""
+    x, ind = eqn.inputs
+    dtype = eqn.outvars[0].aval.dtype
+    rows = x.aval.shape[0]
+    if rows == 0:
+        return Const(_cast(0, dtype), dtype)
+    k = ind.aval.ndim
+    return vals(x, (run_time_index(vals, ind, idx[:k], rows - 1),) + idx[k:])
+
+
 RULES: dict[str, Callable[[_Values, Eqn, Index], Expr]] = {
     "broadcast_in_dim": _broadcast, "reshape": _reshape, "transpose": _transpose,
     "slice": _slice, "rev": _rev, "pad": _pad, "concatenate": _concatenate, "iota": _iota,
+    "gather": _gather,
 }
 
 
@@ -338,6 +363,9 @@ def build_kernel(sched: Schedule, step: KernelStep, names: Any = None
                  ) -> tuple[Kernel, list[Var]]:
     """The kernel IR of `step` and the Vars bound to its parameters."""
     names = names or jaxpr_names(sched.jaxpr)
+    if is_scatter_step(sched, step):
+        from fgrad.lower.kernel_build_scatter import build_scatter  # builds on this module
+        return build_scatter(sched, step, names)
     if step.is_rows:
         from fgrad.lower.kernel_build_rows import build_rows  # it builds on this module
         return build_rows(sched, step, names)

@@ -25,7 +25,7 @@ import numpy as np
 
 from fgrad.core.dtypes import dtypes
 from fgrad.core.ir import Atom, Var
-from fgrad.lower.indexing import Div, Ix, Mod, Sym, ix_const, linearize, used_syms
+from fgrad.lower.indexing import Div, Ix, Mod, Sym, dyn_atoms, ix_const, linearize, used_syms
 from fgrad.lower.kernel_build import (
     RULES,
     Index,
@@ -104,9 +104,12 @@ def _at_row(var: Var, m: AxisMap | None, at: Index) -> tuple[Ix, ...]:
 
 def _same_point(a: tuple[Ix, ...], b: tuple[Ix, ...]) -> bool:
     """Whether two multi-indices agree at the corners and at a few random loop points (a
-    check of the schedule's row analysis; index algebra may leave equal ones unequal)."""
+    check of the schedule's row analysis; index algebra may leave equal ones unequal).
+    Indices read at run time are the same point only when they are equal."""
     if a == b:
         return True
+    if any(dyn_atoms(i) for i in a + b):
+        return False
     syms = sorted(set().union(*(used_syms(i) for i in a + b)), key=lambda s: s.name)
     rng = np.random.default_rng(0)
     points = [{s: 0 for s in syms}, {s: max(s.extent - 1, 0) for s in syms}]

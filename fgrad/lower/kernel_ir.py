@@ -6,7 +6,10 @@ Out: frozen dataclasses, `str(kernel)`, and `check_kernel` (every loop variable 
 load and store provably inside its buffer, accumulators initialized before use).
 
 Index expressions are `fgrad.lower.indexing.Ix` values; loads clamp every axis index whose
-bounds are not provably inside the buffer, so generated code never reads out of bounds.
+bounds are not provably inside the buffer, so generated code never reads out of bounds. An
+index may hold run-time values (`Dyn` atoms: an integer expression, e.g. a load of a
+gather's index buffer, clamped into range); the printer, the checker and `kernel_indices`
+see those expressions too.
 """
 from __future__ import annotations
 
@@ -14,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Union
 
 from fgrad.core.dtypes import DType
-from fgrad.lower.indexing import Ix, Sym, ix_range, used_syms
+from fgrad.lower.indexing import Ix, Sym, dyn_atoms, ix_range, used_syms
 
 # ---------------------------------------------------------------------------- values
 
@@ -148,20 +151,55 @@ class Kernel:
         return pp_kernel(self)
 
 
+def expr_indices(e: Expr) -> list[Ix]:
+    """The index expressions an expression node uses directly (not those of its args)."""
+    if isinstance(e, (Load, IndexValue)):
+        return [e.index]
+    if isinstance(e, IndexPred):
+        return [c.index for c in e.conds]
+    return []
+
+
+def dyn_values(ix: Ix) -> list[Expr]:
+    """The run-time values (kernel-IR expressions) inside an index expression."""
+    return [d.value for d in dyn_atoms(ix)]
+
+
+def expr_syms(e: Expr) -> frozenset[Sym]:
+    """The loop variables an expression depends on (through every index it uses)."""
+    out: set[Sym] = set()
+    seen: set[int] = set()
+    stack = [e]
+    while stack:
+        x = stack.pop()
+        if id(x) in seen:
+            continue
+        seen.add(id(x))
+        for ix in expr_indices(x):
+            out |= used_syms(ix)
+        if isinstance(x, Op):
+            stack.extend(x.args)
+    return frozenset(out)
+
+
 def kernel_indices(kernel: Kernel) -> list[Ix]:
-    """Every index expression of a kernel (loads, stores, iota values, predicates)."""
+    """Every index expression of a kernel (loads, stores, iota values, predicates, and
+    those of the run-time values inside them)."""
     found: list[Ix] = []
     seen: set[int] = set()
+
+    def index(ix: Ix) -> None:
+        found.append(ix)
+        for v in dyn_values(ix):
+            expr(v)
 
     def expr(e: Expr) -> None:
         if id(e) in seen:
             return
         seen.add(id(e))
-        if isinstance(e, (Load, IndexValue)):
-            found.append(e.index)
-        elif isinstance(e, IndexPred):
-            found.extend(c.index for c in e.conds)
-        elif isinstance(e, Op):
+        for ix in expr_indices(e):
+            index(ix)
+        if isinstance(e, Op):
             for a in e.args:
                 expr(a)
 
@@ -170,7 +208,7 @@ def kernel_indices(kernel: Kernel) -> list[Ix]:
             for b in s.body:
                 stmt(b)
         elif isinstance(s, Store):
-            found.append(s.index)
+            index(s.index)
             expr(s.value)
         elif isinstance(s, AccUpdate):
             expr(s.value)
@@ -196,6 +234,8 @@ class _Printer:
             return f"acc{e.acc}"
         if id(e) in self.names:
             return self.names[id(e)]
+        for ix in expr_indices(e):
+            self.dyn_values(ix, pad)
         if isinstance(e, Load):
             text = f"load {self.kernel.params[e.buf].name}[{e.index}]"
         elif isinstance(e, IndexValue):
@@ -209,6 +249,11 @@ class _Printer:
         self.lines.append(f"{pad}{name}:{e.dtype.short} = {text}")
         return name
 
+    def dyn_values(self, ix: Ix, pad: str) -> None:
+        """Print the run-time values an index uses before the line that uses it."""
+        for v in dyn_values(ix):
+            self.expr(v, pad)
+
     def stmt(self, s: Stmt, pad: str) -> None:
         if isinstance(s, Loop):
             self.lines.append(f"{pad}for {s.sym.name} in 0..{s.sym.extent}:")
@@ -218,6 +263,7 @@ class _Printer:
             self.names = scope
         elif isinstance(s, Store):
             value = self.expr(s.value, pad)
+            self.dyn_values(s.index, pad)
             self.lines.append(f"{pad}{self.kernel.params[s.buf].name}[{s.index}] = {value}")
         elif isinstance(s, AccInit):
             self.lines.append(f"{pad}acc{s.acc}:{s.dtype.short} = identity of {s.op}")
@@ -246,6 +292,13 @@ class KernelIRError(ValueError):
 
 def _check_index(kernel: Kernel, ix: Ix, bound: set[Sym], size: int | None, what: str
                  ) -> None:
+    for d in dyn_atoms(ix):
+        if not d.value.dtype.is_int:
+            raise KernelIRError(f"{kernel.name}: run-time index {d} of {what} is "
+                                f"{d.value.dtype.name}, not an integer")
+        if d.syms != expr_syms(d.value):
+            raise KernelIRError(f"{kernel.name}: run-time index {d} of {what} depends on "
+                                f"{set(expr_syms(d.value))}, not on {set(d.syms)}")
     free = used_syms(ix) - bound
     if free:
         raise KernelIRError(f"{kernel.name}: {what} uses unbound loop variables {free}")
@@ -275,6 +328,8 @@ class _Checker:
         if id(e) in self.seen and not isinstance(e, AccRead):
             return
         self.seen.add(id(e))
+        for ix in expr_indices(e):
+            self.dyn_values(ix, bound)
         if isinstance(e, Load):
             name = self.kernel.params[e.buf].name if e.buf < len(self.kernel.params) else "?"
             _check_index(self.kernel, e.index, bound, self.size(e.buf), f"load of {name}")
@@ -289,6 +344,11 @@ class _Checker:
             for a in e.args:
                 self.expr(a, bound)
 
+    def dyn_values(self, ix: Ix, bound: set[Sym]) -> None:
+        """Check the run-time values inside an index (their loads in particular)."""
+        for v in dyn_values(ix):
+            self.expr(v, bound)
+
     def stmt(self, s: Stmt, bound: set[Sym]) -> None:
         if isinstance(s, Loop):
             for b in s.body:
@@ -296,6 +356,7 @@ class _Checker:
         elif isinstance(s, Store):
             if not self.kernel.params[s.buf].written:
                 raise KernelIRError(f"{self.kernel.name}: store to input buffer {s.buf}")
+            self.dyn_values(s.index, bound)
             _check_index(self.kernel, s.index, bound, self.size(s.buf), "store")
             self.expr(s.value, bound)
         elif isinstance(s, AccInit):

@@ -43,16 +43,26 @@ def _capsule_address(capsule: object) -> int:
     return int(address)
 
 
+def register_routine(routine: str, library: str = "blas") -> str:
+    """Make SciPy's BLAS (or, with library "lapack", LAPACK) `routine`, e.g. "dtrsm" or
+    "spotrf", resolvable by MCJIT as `fgrad_<routine>`; returns that symbol name. Call it
+    before linking any module (or cached object code) that calls it; idempotent."""
+    symbol = f"fgrad_{routine}"
+    if routine not in _registered:
+        if library == "lapack":
+            from scipy.linalg import cython_lapack as exports
+        else:
+            from scipy.linalg import cython_blas as exports
+        llvm.add_symbol(symbol, _capsule_address(exports.__pyx_capi__[routine]))
+        _registered.add(routine)
+    return symbol
+
+
 def register_symbols() -> None:
     """Make `fgrad_sgemm` and `fgrad_dgemm` resolvable by MCJIT in this process. Call it
     before linking any module (or cached object code) that calls a gemm; idempotent."""
-    if _registered:
-        return
-    from scipy.linalg import cython_blas
     for routine in ("sgemm", "dgemm"):
-        address = _capsule_address(cython_blas.__pyx_capi__[routine])
-        llvm.add_symbol(f"fgrad_{routine}", address)
-        _registered.add(routine)
+        register_routine(routine)
 
 
 def _declare(module: ir.Module, routine: str, ft: ir.Type) -> ir.Function:

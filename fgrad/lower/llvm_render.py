@@ -1,7 +1,8 @@
 """Render kernel IR to LLVM IR with llvmlite's IRBuilder (module -> function -> block).
 
 In: `Kernel`s, library calls (dot_general equations, rendered by llvm_blas.py as BLAS gemm
-calls) and native segments (each an ordered list of such calls on buffer slots).
+calls; linalg equations, by llvm_lapack.py as LAPACK calls) and native segments (each an
+ordered list of such calls on buffer slots).
 Out: one `ir.Module`: an internal function per kernel taking one noalias pointer per buffer
 (and, when threads split it, the [start, stop) of its outermost loop), and exported entries
 per segment: `void segN(i8** buffers)` that calls its kernels in order, or, when some of its
@@ -19,11 +20,12 @@ from llvmlite import ir
 
 from fgrad.core.dtypes import dtypes
 from fgrad.core.ir import Eqn
-from fgrad.lower.indexing import Clamp, Div, Ix, Mod, Sym, ix_range
+from fgrad.lower.indexing import Clamp, Div, Dyn, Ix, Mod, Sym, ix_range
 from fgrad.lower.kernel_build import identity
 from fgrad.lower.kernel_ir import (AccInit, AccRead, AccUpdate, Const, Expr, IndexPred,
                                    IndexValue, Kernel, Load, Loop, Op, Stmt, Store)
 from fgrad.lower.llvm_blas import render_gemm
+from fgrad.lower.llvm_lapack import render_lapack
 from fgrad.lower.llvm_ops import I1, I64, OPS, Emitter, const, mem_type, reg_type
 from fgrad.lower.llvm_threads import Part, chunking, plan_parts, render_part, split_extent
 
@@ -192,10 +194,12 @@ class _KernelRenderer:
             return _i64(e.const)
         return b.add(total, _i64(e.const), flags=NSW) if e.const else total
 
-    def atom(self, a: Sym | Div | Mod | Clamp) -> ir.Value:
+    def atom(self, a: Sym | Div | Mod | Clamp | Dyn) -> ir.Value:
         b = self.b
         if isinstance(a, Sym):
             return self.syms[a]
+        if isinstance(a, Dyn):
+            return self.run_time_index(a)
         x = self.index(a.arg)
         nonneg = ix_range(a.arg)[0] >= 0
         if isinstance(a, Clamp):
@@ -211,6 +215,20 @@ class _KernelRenderer:
             return b.urem(x, d)
         r = b.srem(x, d)
         return b.add(r, b.select(b.icmp_signed("<", r, _i64(0)), d, _i64(0)))
+
+    def run_time_index(self, a: Dyn) -> ir.Value:
+        """The integer value of `a` widened to i64 (by its signedness) and clamped into
+        [0, a.hi]; unsigned values compare unsigned, so huge ones clamp to a.hi."""
+        b = self.b
+        v = self.value(a.value)
+        unsigned = a.value.dtype.is_unsigned
+        if v.type.width < 64:
+            v = b.zext(v, I64) if unsigned else b.sext(v, I64)
+        hi = _i64(a.hi)
+        if unsigned:
+            return b.select(b.icmp_unsigned(">", v, hi), hi, v)
+        v = b.select(b.icmp_signed("<", v, _i64(0)), _i64(0), v)
+        return b.select(b.icmp_signed(">", v, hi), hi, v)
 
 
 def render_kernel(module: ir.Module, kernel: Kernel) -> ir.Function:
@@ -277,7 +295,8 @@ def render_module(kernels: Sequence[Kernel], segments: Sequence[Sequence[Call]],
     functions = {k.name: render_kernel(module, k) for k in kernels}
     by_name = {k.name: k for k in kernels}
     for name, eqn in (library_calls or {}).items():
-        functions[name] = render_gemm(module, name, eqn)
+        render = render_gemm if eqn.primitive.name == "dot_general" else render_lapack
+        functions[name] = render(module, name, eqn)
     for i, calls in enumerate(segments):
         parts = plan_parts(calls, by_name)
         names = entry_names(i, parts)

@@ -32,8 +32,10 @@ from fgrad.core.ir import Eqn, Jaxpr, Literal, Var
 from fgrad.lower import disk_cache
 from fgrad.lower import program as program_lib
 from fgrad.lower.buffer_pool import MIN_POOLED_BYTES, POOL
+from fgrad.lower.control_flow import CONTROL_FLOW, HostRows, run_control
 from fgrad.lower.llvm_render import entry_names, render_module
 from fgrad.lower.llvm_threads import PART_ENTRY, describe_threads, run_parts, segment_parts
+from fgrad.lower.memory import memory_report
 from fgrad.lower.program import Program, Segment
 from fgrad.lower.schedule import HostStep
 
@@ -382,9 +384,15 @@ def _read(a: Any, env: dict[int, np.ndarray]) -> np.ndarray:
 
 
 def _run_host(eqn: Eqn, env: dict[int, np.ndarray]) -> None:
-    """Evaluate one equation with its NumPy impl (the temporary fallback)."""
+    """Evaluate one equation: a control-flow step with natively compiled sub-programs, any
+    other with its NumPy impl (the temporary fallback)."""
     args = [_read(a, env) for a in eqn.inputs]
-    outs = eqn.primitive.impl_list(*args, **eqn.params)
+    if eqn.primitive.name in CONTROL_FLOW:
+        loop = _native_loop(eqn)
+        outs = loop(args) if loop is not None else \
+            run_control(eqn, args, _compile_sub, HostRows())
+    else:
+        outs = eqn.primitive.impl_list(*args, **eqn.params)
     for v, o in zip(eqn.outvars, outs, strict=True):
         o = _c_array(o, v)
         if any(np.may_share_memory(o, a) for a in args):
@@ -393,6 +401,24 @@ def _run_host(eqn: Eqn, env: dict[int, np.ndarray]) -> None:
             raise RuntimeError(f"{eqn.primitive.name}: impl returned shape {o.shape}, "
                                f"expected {v.aval.shape}")
         env[id(v)] = o
+
+
+_LOOPS: weakref.WeakKeyDictionary[Eqn, Any] = weakref.WeakKeyDictionary()
+
+
+def _native_loop(eqn: Eqn) -> Any:
+    """The one-call native driver of a scan/while (llvm_loops.py), or None when its body
+    needs the host loop; built once per equation."""
+    if eqn not in _LOOPS:
+        from fgrad.lower.llvm_loops import native_loop
+        _LOOPS[eqn] = native_loop(eqn)
+    return _LOOPS[eqn]
+
+
+def _compile_sub(jaxpr: Jaxpr) -> Any:
+    """The llvm executable of a control-flow sub-jaxpr (compiled once, cached)."""
+    from fgrad.transforms.executables import executable_for
+    return executable_for(jaxpr, "llvm")
 
 
 def plan(jaxpr: Jaxpr) -> Program:
@@ -413,8 +439,27 @@ def describe(jaxpr: Jaxpr) -> str:
              "# kernel IR"]
     parts += [str(k) for k in program.kernels] or ["(no kernels)"]
     parts += ["# threads", describe_threads(program)]
+    parts += ["# " + str(memory_report(program))]
     parts += ["# LLVM IR (before optimization)", str(module_ir(program))]
+    for step in program.schedule.controls():
+        parts += [_describe_control(step.name, step.eqn)]
     return "\n".join(parts)
+
+
+def _describe_control(name: str, eqn: Eqn) -> str:
+    """How a control-flow step runs, and the schedule of each of its sub-programs."""
+    from fgrad.lower.llvm_loops import native_loop
+    how = "host loop over native calls"
+    if eqn.primitive.name == "cond":
+        how = "the host picks the branch; only that branch's program runs"
+    elif native_loop(eqn) is not None:
+        how = "one native driver call (llvm_loops.py)"
+    subs = [(k, v) for k, v in eqn.params.items() if isinstance(v, Jaxpr)]
+    subs += [(f"branch {i}", b) for i, b in enumerate(eqn.params.get("branches", ()))]
+    lines = [f"# control-flow step {name}: {eqn.primitive.name}, {how}"]
+    for label, sub in subs:
+        lines += [f"## {name} {label}", str(plan(sub).schedule)]
+    return "\n".join(lines)
 
 
 compile_llvm.describe = describe  # type: ignore[attr-defined]

@@ -9,12 +9,14 @@ parallel part's entry alongside the calling thread).
 A kernel splits when its body is one loop whose iterations touch disjoint parts of every
 buffer the kernel writes (each access of a written buffer is `c*i + rest` with the same c for
 all of them and a `rest` spanning fewer than |c| elements), and it does enough work to pay
-for waking the workers. Threads claim chunks of that loop from an atomic counter; any other
-kernel of a parallel part (small ones: those that cannot split and are large run in serial
-parts, e.g. full reductions to a scalar) is one chunk that a single thread claims. A call
-starts once every chunk of the previous one is done. BLAS gemm calls never enter a parallel
-part: OpenBLAS threads itself, so they run between parts on the calling thread while the
-workers sleep.
+for waking the workers. A store through a run-time index (a scatter's, whose rows may
+repeat) is never of that form, so such kernels run on one thread. Threads claim chunks of
+that loop from an atomic counter; any other kernel of a parallel part (small ones: those
+that cannot split and are large run in serial parts, e.g. full reductions to a scalar) is
+one chunk that a single thread claims. A call
+starts once every chunk of the previous one is done. Library calls (BLAS gemm, LAPACK) never
+enter a parallel part: OpenBLAS threads itself, so they run between parts on the calling
+thread while the workers sleep.
 """
 from __future__ import annotations
 

@@ -13,8 +13,9 @@ Three forms, read off the loop nest that kernel_build.py produces:
   results by a tree in __local memory. Lanes run along the reduced index when it is the
   contiguous one in memory ("row" mode), else rows run along the contiguous kept index
   ("column" mode), so neighbouring work-items read neighbouring elements either way;
-- row-fused kernels (phases of loops over each row): one work-group per row, see
-  opencl_render_rows.py;
+- row-fused kernels (phases of loops over each row): one work-group per row, and scatter
+  kernels (a copy, then updates through a run-time row index): one work-item per column,
+  see opencl_render_rows.py;
 - anything else: one work-item runs the nest as written (correct, not parallel).
 Values are `const` temporaries named like the kernel IR printer's; float16 is stored as
 `half` (vload_half/vstore_half) and computed in float; float64 enables cl_khr_fp64.
@@ -27,7 +28,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from fgrad.core.dtypes import DType, dtypes
-from fgrad.lower.indexing import Clamp, Div, Ix, Mod, Sym, ix_range
+from fgrad.lower.indexing import Clamp, Div, Dyn, Ix, Mod, Sym, ix_range
 from fgrad.lower.kernel_build import identity
 from fgrad.lower.kernel_ir import (
     AccInit,
@@ -142,6 +143,8 @@ def _bound(ix: Ix) -> int:
     for atom, c in ix.terms:
         if isinstance(atom, Sym):
             v = atom.extent
+        elif isinstance(atom, Dyn):
+            v = atom.hi
         else:
             b = _bound(atom.arg)
             inner = max(inner, b)
@@ -172,10 +175,13 @@ def index_type(kernel: Kernel) -> str:
 
 
 def _eval_ix(ix: Ix, env: dict[Sym, int]) -> int:
+    """ix at the loop point `env` (missing variables and run-time values count 0)."""
     total = ix.const
     for atom, c in ix.terms:
         if isinstance(atom, Sym):
             v = env.get(atom, 0)
+        elif isinstance(atom, Dyn):
+            v = 0
         else:
             x = _eval_ix(atom.arg, env)
             v = x // atom.d if isinstance(atom, Div) else x % atom.d \
@@ -314,9 +320,11 @@ class _Writer:
             self.indices[ix] = self.temp(self.ity, text, "x")
         return self.indices[ix]
 
-    def atom(self, a: Sym | Div | Mod | Clamp) -> str:
+    def atom(self, a: Sym | Div | Mod | Clamp | Dyn) -> str:
         if isinstance(a, Sym):
             return a.name
+        if isinstance(a, Dyn):
+            return self.run_time_index(a)
         x = self.index(a.arg)
         nonneg = ix_range(a.arg)[0] >= 0
         if isinstance(a, Clamp):
@@ -325,6 +333,14 @@ class _Writer:
             return f"({x} / {a.d})" if nonneg else \
                 f"({x} >= 0 ? {x} / {a.d} : ({x} - {a.d - 1}) / {a.d})"
         return f"({x} % {a.d})" if nonneg else f"((({x} % {a.d}) + {a.d}) % {a.d})"
+
+    def run_time_index(self, a: Dyn) -> str:
+        """The integer value of `a` clamped into [0, a.hi] in 64 bits (unsigned values
+        compare unsigned), then narrowed to the index type."""
+        v = self.value(a.value)
+        if a.value.dtype.is_unsigned:
+            return f"(({self.ity})min((ulong){v}, (ulong){a.hi}))"
+        return f"(({self.ity})clamp((long){v}, 0L, (long){a.hi}))"
 
 
 # ---------------------------------------------------------------------------- forms
@@ -450,13 +466,20 @@ def lower_kernel(kernel: Kernel, group: int = DEFAULT_GROUP) -> RenderedKernel:
     elif red is not None:
         launch, form = _reduction(w, red, group), "reduce"
     else:
-        from fgrad.lower.opencl_render_rows import as_rows, render_rows  # builds on this
-        rows = as_rows(kernel)
+        from fgrad.lower.opencl_render_rows import (  # they build on this module
+            as_columns,
+            as_rows,
+            render_columns,
+            render_rows,
+        )
+        rows, cols = as_rows(kernel), as_columns(kernel)
         if rows is not None:
             launch, form = render_rows(w, rows, group), "rows"
+        elif cols is not None:
+            launch, form = render_columns(w, cols, group), "columns"
         else:
             launch, form = _serial(w), "serial"
-    attribute = "" if form in ("elementwise", "serial") else \
+    attribute = "" if form in ("elementwise", "serial", "columns") else \
         f"__attribute__((reqd_work_group_size({launch.local_size[0]}, 1, 1))) "
     text = "\n".join([_signature(w, attribute) + " {"] + w.lines + ["}"])
     return RenderedKernel(kernel.name, text, launch, form)

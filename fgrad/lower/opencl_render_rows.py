@@ -1,5 +1,5 @@
 """OpenCL C for row-fused kernels (kernel_build_rows.py, registers form): one work-group
-per row.
+per row; and for scatter kernels (kernel_build_scatter.py): one work-item per column.
 
 In: a `Kernel` whose body is a nest of kept loops around a row body of per-row stores,
 accumulator inits and phase loops (each the same perfect nest over the row, holding stores
@@ -12,18 +12,25 @@ so neighbouring lanes read neighbouring elements; after a phase loop the lanes c
 each accumulator by a tree in __local memory and all read the result, which later phases
 and per-row values use. Every lane computes the per-row values; lane 0 stores them. A lane
 reads back only elements it stored itself, so phases need no barrier but the trees'.
+
+A scatter kernel (a copy nest, then an update nest storing through a run-time row index)
+runs one work-item per position j of a row (`as_columns` recognizes it): work-item j
+copies column j of the operand, then walks the update rows in order for column j only.
+Work-items touch disjoint elements, and each column sees its updates in NumPy's order.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from fgrad.core.dtypes import dtypes
-from fgrad.lower.indexing import Sym
+from fgrad.lower.indexing import Dyn, Ix, Sym, dyn_atoms, used_syms
 from fgrad.lower.kernel_ir import AccInit, AccUpdate, Kernel, Loop, Stmt, Store
 from fgrad.lower.opencl_ops import reg_type
 from fgrad.lower.opencl_render import (
     Launch,
     _declare_accs,
+    _eval_ix,
     _extent,
     _perfect_nest,
     _pow2ceil,
@@ -95,3 +102,80 @@ def _phase(w: _Writer, loop: Loop, rows: Rows, lanes: int) -> None:
         _tree(w, _Reduce([], inits, [], (), ()), lanes, 1)
         for s in inits:
             w.line(f"acc{s.acc} = l{s.acc}[0];")
+
+
+# ---------------------------------------------------------------------------- scatter
+
+
+@dataclass(frozen=True)
+class Columns:
+    """A scatter kernel's structure: the copy nest's loops and store, and the update
+    nest's loops split into the update rows (`seq`, run in order) and one row's positions
+    (`row`, one work-item each), and its store."""
+
+    copy: list[Sym]
+    copy_store: Store
+    seq: list[Sym]
+    row: list[Sym]
+    update_store: Store
+
+
+def _row_major(index: Ix, syms: list[Sym]) -> bool:
+    """Whether `index` is the row-major flat position of the nest `syms` (no other terms)."""
+    strides, stride = {}, 1
+    for sym in reversed(syms):
+        strides[sym] = stride
+        stride *= sym.extent
+    base = _eval_ix(index, {})
+    return base == 0 and not dyn_atoms(index) and used_syms(index) <= set(syms) and all(
+        _eval_ix(index, {sym: 1}) - base == st for sym, st in strides.items())
+
+
+def _update_split(store: Store, loops: list[Sym], width: int) -> int | None:
+    """Where the update nest's row loops start, when `store` writes
+    width * dyn(...) + (row-major position in the row loops) and the run-time index
+    depends on none of the row loops; else None."""
+    dyn = [(a, c) for a, c in store.index.terms if isinstance(a, Dyn)]
+    if len(dyn) != 1 or dyn[0][1] != width:
+        return None
+    rest = Ix(tuple(t for t in store.index.terms if t not in dyn), store.index.const)
+    for split in range(len(loops), -1, -1):
+        row = loops[split:]
+        if _extent(row) == width and not dyn[0][0].syms & set(row) \
+                and _row_major(rest, row):
+            return split
+    return None
+
+
+def as_columns(kernel: Kernel) -> Columns | None:
+    """The column structure of a scatter kernel, or None if `kernel` has another shape."""
+    if len(kernel.body) != 2 or not kernel.params:
+        return None
+    (copy, copy_body), (update, update_body) = (_perfect_nest((s,)) for s in kernel.body)
+    stores = copy_body + update_body
+    if len(stores) != 2 or not all(isinstance(s, Store) and s.buf == 0 for s in stores):
+        return None
+    copy_store, update_store = stores
+    assert isinstance(copy_store, Store) and isinstance(update_store, Store)
+    width = math.prod(kernel.params[0].shape[1:])
+    split = _update_split(update_store, update, width)
+    if split is None or not _row_major(copy_store.index, copy):
+        return None
+    return Columns(copy, copy_store, update[:split], update[split:], update_store)
+
+
+def render_columns(w: _Writer, cols: Columns, group: int) -> Launch:
+    """Emit a scatter kernel as one work-item per position of a row; its launch."""
+    width = _extent(cols.row)
+    total = _extent(cols.copy)
+    w.line(f"const {w.ity} jj = get_global_id(0);")
+    w.line(f"if (jj >= {width}) return;")
+    with w.block(f"for ({w.ity} ff = jj; ff < {total}; ff += {width})"):
+        w.bind_flat("ff", cols.copy)
+        w.stmt(cols.copy_store)
+    w.bind_flat("jj", cols.row)
+    with w.block(f"for ({w.ity} qq = 0; qq < {_extent(cols.seq)}; ++qq)"):
+        w.bind_flat("qq", cols.seq)
+        w.stmt(cols.update_store)
+    local = min(group, width)
+    return Launch((-(-width // local) * local,), (max(local, 1),))

@@ -7,18 +7,22 @@ The Program is the llvm backend's (program.py); only rendering differs. Each ker
 its own OpenCL program, built once per device and cached by source text. A call copies
 host inputs in, enqueues every kernel on the device's in-order queue, and runs each host
 step (a temporary NumPy fallback; see schedule.py) by copying its operands to the host
-and its results back. Intermediates use the Program's buffer plan, in pooled buffers.
-Library calls (float matmuls) run as a tiled OpenCL matmul (opencl_gemm.py).
+and its results back. Control flow (scan/while/cond) runs its sub-programs compiled for the
+same device, slicing and stacking rows on the device (control_flow.py). Intermediates use
+the Program's buffer plan, in pooled buffers. Library calls (float matmuls) run as a tiled
+OpenCL matmul (opencl_gemm.py); linalg stays a host step (no LAPACK on OpenCL).
 """
 from __future__ import annotations
 
 from typing import Any
 
 import numpy as np
+import pyopencl as cl
 
-from fgrad.core.ir import Eqn, Jaxpr, Literal, Var
+from fgrad.core.ir import Eqn, Jaxpr, Literal, ShapedArray, Var
 from fgrad.lower import kernel_build
 from fgrad.lower import program as program_lib
+from fgrad.lower.control_flow import CONTROL_FLOW, run_control
 from fgrad.lower.kernel_build_rows import build_rows
 from fgrad.lower.kernel_ir import Kernel, check_kernel
 from fgrad.lower.opencl_device import CLArray, CLDevice, device_list, get_device
@@ -157,8 +161,63 @@ def _read(a: Any, env: dict[int, CLArray], dev: CLDevice) -> CLArray:
     return env[id(a)]
 
 
+class DeviceRows:
+    """`RowOps` for CLArrays: rows are copied device-to-device, only scalars to the host."""
+
+    def __init__(self, dev: CLDevice):
+        self.dev = dev
+
+    def row(self, xs: CLArray, i: int) -> CLArray:
+        """A device copy of xs[i]."""
+        out = CLArray.empty(xs.shape[1:], xs.dtype, self.dev)
+        if out.nbytes:
+            cl.enqueue_copy(self.dev.queue, out.buffer, xs.buffer, byte_count=out.nbytes,
+                            src_offset=i * out.nbytes)
+        return out
+
+    def stacked(self, aval: ShapedArray) -> CLArray:
+        """An uninitialized device array of `aval`."""
+        return CLArray.empty(aval.shape, aval.dtype.np, self.dev)
+
+    def set_row(self, ys: CLArray, i: int, y: CLArray) -> None:
+        """ys[i] = y, on the device."""
+        nbytes = ys.nbytes // ys.shape[0]
+        if nbytes:
+            cl.enqueue_copy(self.dev.queue, ys.buffer, y.buffer, byte_count=nbytes,
+                            dst_offset=i * nbytes)
+
+    def scalar(self, x: CLArray) -> Any:
+        """The element of a 0-d device array (copied to the host)."""
+        return x.numpy().reshape(())[()]
+
+
+def _compile_sub(jaxpr: Jaxpr) -> Any:
+    """The opencl executable of a control-flow sub-jaxpr (compiled once, cached)."""
+    from fgrad.transforms.executables import executable_for
+    return executable_for(jaxpr, "opencl")
+
+
+def _run_control(eqn: Eqn, env: dict[int, CLArray], dev: CLDevice) -> None:
+    """Run a scan/while/cond whose sub-programs are compiled for this device."""
+    args = [_read(a, env, dev) for a in eqn.inputs]
+    outs = run_control(eqn, args, _compile_sub, DeviceRows(dev))
+    for v, o in zip(eqn.outvars, outs, strict=True):
+        env[id(v)] = _copy(o, dev) if any(o is a for a in args) else o
+
+
+def _copy(a: CLArray, dev: CLDevice) -> CLArray:
+    """A device copy of `a` (an input's buffer may be reused by a later kernel)."""
+    out = CLArray.empty(a.shape, a.dtype, dev)
+    if out.nbytes:
+        cl.enqueue_copy(dev.queue, out.buffer, a.buffer, byte_count=out.nbytes)
+    return out
+
+
 def _run_host(eqn: Eqn, env: dict[int, CLArray], dev: CLDevice) -> None:
     """Evaluate one equation with its NumPy impl on host copies (the temporary fallback)."""
+    if eqn.primitive.name in CONTROL_FLOW:
+        _run_control(eqn, env, dev)
+        return
     args = [np.asarray(a.val, dtype=a.aval.dtype.np) if isinstance(a, Literal)
             else env[id(a)].numpy() for a in eqn.inputs]
     outs = eqn.primitive.impl_list(*args, **eqn.params)
@@ -175,7 +234,7 @@ def _run_host(eqn: Eqn, env: dict[int, CLArray], dev: CLDevice) -> None:
 
 def plan(jaxpr: Jaxpr) -> Program:
     """The program of `jaxpr` (float16 is computed in kernels: stored as half)."""
-    return program_lib.plan(jaxpr, half_native=True)
+    return program_lib.plan(jaxpr, half_native=True, native_linalg=False)
 
 
 def compile_opencl(jaxpr: Jaxpr) -> OpenCLExecutable:

@@ -1,11 +1,14 @@
 """Program: a schedule with its kernels built and its buffers planned; backend-neutral.
 
 In: a Jaxpr without constvars. Out: a `Program`: the schedule, one `Kernel` per kernel step,
-`actions` (host steps and `Segment`s of consecutive kernels and library calls, each segment
-one native call on a table of buffer slots), `library_calls` (the dot_general equation of
-each library call in a segment: a BLAS gemm on the llvm backend; slots are out, lhs, rhs),
-and the intermediate buffer plan (`buffer_of`, `buffer_bytes`): a buffer whose value is
-dead is reused by a later kernel or gemm output of the same size.
+`actions` (host steps, control-flow steps and `Segment`s of consecutive kernels and library
+calls, each segment one native call on a table of buffer slots), `library_calls` (the
+equation of each library call in a segment: a dot_general is a BLAS gemm on llvm and a tiled
+kernel on opencl; cholesky/triangular_solve/lu/qr/svd are LAPACK calls on llvm; slots are
+the outputs, then the inputs), and the intermediate buffer plan (`buffer_of`,
+`buffer_bytes`): a buffer whose value is dead is reused by a later output of the same size.
+`expand.py` first rewrites primitives without kernels of their own (argmax, cumulative ops,
+sort, nested calls, non-BLAS dot_general) into primitives that have them.
 Both the llvm and the opencl runtimes execute a Program; only rendering differs.
 """
 from __future__ import annotations
@@ -13,9 +16,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from fgrad.core.ir import Eqn, Jaxpr, Var
+from fgrad.lower.expand import expand
 from fgrad.lower.kernel_build import build_kernel
 from fgrad.lower.kernel_ir import Kernel
-from fgrad.lower.schedule import GemmStep, HostStep, KernelStep, Schedule, schedule
+from fgrad.lower.schedule import GemmStep, HostStep, KernelStep, LinalgStep, Schedule, schedule
 
 Call = tuple[str, list[int]]  # (kernel or library call name, buffer slot of each parameter)
 
@@ -47,7 +51,7 @@ class Program:
     actions: list[Segment | HostStep]
     buffer_of: dict[int, int]      # var id -> intermediate buffer number
     buffer_bytes: list[int]
-    library_calls: dict[str, Eqn] = field(default_factory=dict)  # name -> dot_general
+    library_calls: dict[str, Eqn] = field(default_factory=dict)  # name -> equation
 
 
 def _last_uses(sched: Schedule, kernel_params: dict[int, list[Var]]) -> dict[int, int]:
@@ -70,7 +74,7 @@ def _assign_buffers(sched: Schedule, kernel_params: dict[int, list[Var]]
     free: dict[int, list[int]] = {}
     live: list[int] = []
     for n, step in enumerate(sched.steps):
-        outs = step.outputs if isinstance(step, (KernelStep, GemmStep)) else ()
+        outs = step.outputs if isinstance(step, (KernelStep, GemmStep, LinalgStep)) else ()
         for v in outs:
             if id(v) in keep:
                 continue
@@ -86,10 +90,12 @@ def _assign_buffers(sched: Schedule, kernel_params: dict[int, list[Var]]
     return buffer_of, sizes
 
 
-def plan(jaxpr: Jaxpr, half_native: bool = True) -> Program:
+def plan(jaxpr: Jaxpr, half_native: bool = True, native_linalg: bool = True) -> Program:
     """Schedule `jaxpr`, build every kernel, group consecutive kernels into segments.
-    `half_native`: whether float16 may be computed in kernels (else host steps)."""
-    sched = schedule(jaxpr, half_native)
+    `half_native`: whether float16 may be computed in kernels (else host steps);
+    `native_linalg`: whether float32/64 linalg is a library call (else host steps)."""
+    jaxpr = expand(jaxpr)
+    sched = schedule(jaxpr, half_native, native_linalg)
     names = sched.names
     kernels, kernel_params, actions = [], {}, []
     library_calls: dict[str, Eqn] = {}
@@ -99,8 +105,8 @@ def plan(jaxpr: Jaxpr, half_native: bool = True) -> Program:
             actions.append(step)
             segment = None
             continue
-        if isinstance(step, GemmStep):
-            name, params = step.name, [step.eqn.outvars[0], *step.eqn.inputs]
+        if isinstance(step, (GemmStep, LinalgStep)):
+            name, params = step.name, [*step.outputs, *step.eqn.inputs]
             library_calls[name] = step.eqn
         else:
             kernel, params = build_kernel(sched, step, names)

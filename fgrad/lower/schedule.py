@@ -28,11 +28,22 @@ Fusion rules:
   realized operands, read in place through BLAS's transpose flags and leading dimensions
   (a transposed operand is folded into the dimension numbers; any other layout is packed
   by a `transpose`, which fuses into its producer's kernel). See gemm_layout.py.
+- A gather is a movement op whose operand index holds a run-time value (the index operand
+  read at the output's leading positions), so it fuses into its consumer like a slice.
+- A scatter is a kernel of its own (x copied to the result, then the updates combined into
+  it row by row, in order), fusing the producers of its operands.
+- A float32/float64 cholesky, triangular_solve, lu, qr or svd is a `LinalgStep` when the
+  backend has LAPACK (`native_linalg`: llvm yes, opencl no): one native library call on
+  realized operands (llvm_lapack.py), outputs first, then inputs. Half-precision linalg
+  and all linalg on opencl stay host steps.
 
-HOST STEPS ARE A TEMPORARY FALLBACK: every other primitive (integer/half dot_general,
-gather/scatter, sort, cumulative ops, argmax, control flow, nested jit, custom rules,
-linalg) and any equation on bfloat16 runs its NumPy `impl` between native segments until
-it gets a kernel.
+- scan, while and cond are `ControlStep`s: their sub-jaxprs compile for the same backend
+  (control_flow.py; on llvm a qualifying loop is one native driver call, llvm_loops.py).
+- argmax, cumulative ops, sort, nested calls and non-BLAS dot_general never reach the
+  schedule: expand.py rewrites them into the primitives above first.
+
+HOST STEPS remain only for equations on bfloat16, for linalg on opencl (no LAPACK there)
+and for float16 linalg; they run the NumPy `impl` between native segments.
 """
 from __future__ import annotations
 
@@ -41,6 +52,7 @@ from typing import Union
 
 from fgrad.core.dtypes import dtypes
 from fgrad.core.ir import Eqn, Jaxpr, Var, _Names, _pp
+from fgrad.lower.control_flow import CONTROL_FLOW
 from fgrad.lower.gemm_layout import GemmDims, gemm_dims, gemm_reason, pack_gemm_operands
 from fgrad.lower.row_fusion import row_phase
 
@@ -53,12 +65,13 @@ BINARY = frozenset({
     "shift_left", "shift_right", "eq", "ne", "lt", "le", "gt", "ge", "safe_mul"})
 ELEMENTWISE = UNARY | BINARY | {"select"}
 MOVEMENT = frozenset({"broadcast_in_dim", "reshape", "transpose", "slice", "rev", "pad",
-                      "concatenate", "iota"})
+                      "concatenate", "iota", "gather"})
 REDUCE = {"reduce_sum": "add", "reduce_max": "max", "reduce_min": "min",
           "reduce_prod": "mul"}
 COSTLY = frozenset({"exp", "log", "sin", "cos", "tan", "tanh", "logistic", "log1p", "expm1",
                     "erf", "pow", "atan2"})
 MAX_CONCAT_INPUTS = 16
+LINALG = frozenset({"cholesky", "triangular_solve", "lu", "qr", "svd"})
 HALF_FROM = frozenset({dtypes.bool, dtypes.int8, dtypes.uint8, dtypes.int16, dtypes.uint16,
                        dtypes.float16, dtypes.float32})  # exact in float32: one rounding
 
@@ -111,7 +124,27 @@ class GemmStep:
         return (self.eqn.outvars[0],)
 
 
-Step = Union[KernelStep, HostStep, GemmStep]
+@dataclass(frozen=True, eq=False)
+class ControlStep(HostStep):
+    """A scan, while or cond: its sub-jaxprs are compiled natively for the same backend and
+    the host runs the loop or picks the branch (control_flow.py). A kind of HostStep, so its
+    operands and results live in buffers like a host step's."""
+
+
+@dataclass(frozen=True, eq=False)
+class LinalgStep:
+    """One float32/64 linalg equation run natively as LAPACK calls (llvm_lapack.py)."""
+
+    name: str
+    eqn: Eqn
+
+    @property
+    def outputs(self) -> tuple[Var, ...]:
+        """Every result of the equation (written by the library call)."""
+        return tuple(self.eqn.outvars)
+
+
+Step = Union[KernelStep, HostStep, GemmStep, LinalgStep]
 
 
 @dataclass(frozen=True, eq=False)
@@ -130,12 +163,21 @@ class Schedule:
         return [s for s in self.steps if isinstance(s, KernelStep)]
 
     def hosts(self) -> list[HostStep]:
-        """The host steps, in order."""
-        return [s for s in self.steps if isinstance(s, HostStep)]
+        """The host steps (NumPy impl fallbacks), in order."""
+        return [s for s in self.steps
+                if isinstance(s, HostStep) and not isinstance(s, ControlStep)]
+
+    def controls(self) -> list[ControlStep]:
+        """The control-flow steps (natively compiled bodies), in order."""
+        return [s for s in self.steps if isinstance(s, ControlStep)]
 
     def gemms(self) -> list[GemmStep]:
         """The native matmul steps, in order."""
         return [s for s in self.steps if isinstance(s, GemmStep)]
+
+    def linalgs(self) -> list[LinalgStep]:
+        """The native linalg (LAPACK) steps, in order."""
+        return [s for s in self.steps if isinstance(s, LinalgStep)]
 
     def __str__(self) -> str:
         return pp_schedule(self)
@@ -144,12 +186,19 @@ class Schedule:
 # ---------------------------------------------------------------------------- support
 
 
-def host_reason(eqn: Eqn, half_native: bool = True) -> str | None:
-    """Why `eqn` cannot run in a native kernel yet (None: it can)."""
+def host_reason(eqn: Eqn, half_native: bool = True, native_linalg: bool = True
+                ) -> str | None:
+    """Why `eqn` cannot run in a native kernel yet (None: it can). `native_linalg`: whether
+    the backend calls LAPACK for float32/64 linalg."""
     name = eqn.primitive.name
+    if name in LINALG:
+        return linalg_reason(eqn, native_linalg)
+    if name in CONTROL_FLOW:
+        return "sub-programs compiled natively; the host runs the loop / picks the branch"
     if name == "dot_general":
         return gemm_reason(eqn)
-    if name not in ELEMENTWISE and name not in MOVEMENT and name not in REDUCE:
+    if name not in ELEMENTWISE and name not in MOVEMENT and name not in REDUCE \
+            and name != "scatter":
         return f"no native kernel for {name} yet"
     avals = [a.aval for a in eqn.inputs] + [v.aval for v in eqn.outvars]
     if any(a.dtype == dtypes.bfloat16 for a in avals):
@@ -167,13 +216,22 @@ def host_reason(eqn: Eqn, half_native: bool = True) -> str | None:
     return None
 
 
+def linalg_reason(eqn: Eqn, native_linalg: bool) -> str | None:
+    """Why a linalg equation runs on the host (None: it is a native LAPACK call)."""
+    if not native_linalg:
+        return "this backend has no LAPACK"
+    if eqn.inputs[0].aval.dtype not in (dtypes.float32, dtypes.float64):
+        return "LAPACK has no half precision; the NumPy impl computes it in float32"
+    return None
+
+
 # ---------------------------------------------------------------------------- realization
 
 
 class _Graph:
     """Producers, consumers and the host/native split of a jaxpr."""
 
-    def __init__(self, jaxpr: Jaxpr, half_native: bool):
+    def __init__(self, jaxpr: Jaxpr, half_native: bool, native_linalg: bool = True):
         if jaxpr.constvars:
             raise ValueError("schedule: the jaxpr must have no constvars (open it first)")
         self.jaxpr = jaxpr
@@ -182,7 +240,8 @@ class _Graph:
         for e in jaxpr.eqns:
             for a in {id(a): a for a in e.inputs if isinstance(a, Var)}.values():
                 self.consumers.setdefault(id(a), []).append(e)
-        self.reasons = {id(e): host_reason(e, half_native) for e in jaxpr.eqns}
+        self.reasons = {id(e): host_reason(e, half_native, native_linalg)
+                        for e in jaxpr.eqns}
 
     def is_host(self, eqn: Eqn) -> bool:
         return self.reasons[id(eqn)] is not None
@@ -193,9 +252,12 @@ class _Graph:
     def is_gemm(self, eqn: Eqn) -> bool:
         return not self.is_host(eqn) and eqn.primitive.name == "dot_general"
 
+    def is_linalg(self, eqn: Eqn) -> bool:
+        return not self.is_host(eqn) and eqn.primitive.name in LINALG
+
     def is_opaque(self, eqn: Eqn) -> bool:
-        """Host steps and gemms: their operands and results live in buffers."""
-        return self.is_host(eqn) or self.is_gemm(eqn)
+        """Host steps, gemms and linalg calls: their operands and results live in buffers."""
+        return self.is_host(eqn) or self.is_gemm(eqn) or self.is_linalg(eqn)
 
 
 def _structural_realized(g: _Graph) -> set[int]:
@@ -205,9 +267,19 @@ def _structural_realized(g: _Graph) -> set[int]:
         if g.is_opaque(e):
             out |= {id(a) for a in e.inputs if isinstance(a, Var)}
             out |= {id(v) for v in e.outvars}
-        elif g.is_reduce(e):
+        elif g.is_reduce(e) or _is_scatter(e):
             out |= {id(v) for v in e.outvars}
     return out
+
+
+def _is_scatter(eqn: Eqn | None) -> bool:
+    return eqn is not None and eqn.primitive.name == "scatter"
+
+
+def is_scatter_step(sched: Schedule, step: KernelStep) -> bool:
+    """Whether `step` is a scatter kernel (kernel_build_scatter.py): it computes one scatter
+    and nothing else, since its updates do not fuse as a function of the output index."""
+    return _is_scatter(sched.producers.get(id(step.outputs[0])))
 
 
 def _expands(eqn: Eqn) -> bool:
@@ -280,17 +352,41 @@ def _can_merge(g: _Graph, prev: Step, eqn: Eqn, var: Var, realized: set[int]) ->
     return not leaves(g, var, realized, own) & reduce_outs
 
 
+def _gathers_own(g: _Graph, prev: KernelStep, eqn: Eqn, realized: set[int]) -> bool:
+    """Whether `eqn` reads one of `prev`'s outputs through a gather it computes inline (row
+    fusion cannot follow a row through a run-time index)."""
+    own = {id(v) for v in prev.outputs}
+    stack, seen = [(eqn, False)], set()
+    while stack:
+        e, under = stack.pop()
+        if (id(e), under) in seen:
+            continue
+        seen.add((id(e), under))
+        under = under or e.primitive.name == "gather"
+        for a in e.inputs:
+            if not isinstance(a, Var):
+                continue
+            if under and id(a) in own:
+                return True
+            if (id(a) not in realized or id(a) in own) and id(a) in g.producers:
+                stack.append((g.producers[id(a)], under))
+    return False
+
+
 def _merged(g: _Graph, prev: Step | None, eqn: Eqn, var: Var, realized: set[int]
             ) -> KernelStep | None:
-    """`prev` with `var` added as one more output, or None if they stay apart."""
-    if not isinstance(prev, KernelStep):
+    """`prev` with `var` added as one more output, or None if they stay apart (a scatter
+    kernel computes its scatter alone)."""
+    if not isinstance(prev, KernelStep) or _is_scatter(eqn) \
+            or _is_scatter(g.producers.get(id(prev.outputs[0]))):
         return None
     red = g.is_reduce(eqn)
     if _can_merge(g, prev, eqn, var, realized):
         shape, axes = _domain(g, eqn)
         return KernelStep(prev.name, shape, prev.axes if prev.is_reduce else axes,
                           prev.outputs + (var,), prev.reduced + (red,))
-    phase = row_phase(g, prev, eqn, var, realized)
+    phase = None if _gathers_own(g, prev, eqn, realized) else row_phase(g, prev, eqn, var,
+                                                                         realized)
     if phase is None:
         return None
     phases = prev.phases or (0,) * len(prev.outputs)
@@ -302,6 +398,9 @@ def build_steps(g: _Graph, realized: set[int]) -> list[Step]:
     """Kernel and host steps in program order, merging consecutive compatible kernels."""
     steps: list[Step] = []
     for eqn in g.jaxpr.eqns:
+        if eqn.primitive.name in CONTROL_FLOW:
+            steps.append(ControlStep(f"c{len(steps)}", eqn, g.reasons[id(eqn)] or ""))
+            continue
         if g.is_host(eqn):
             steps.append(HostStep(f"h{len(steps)}", eqn, g.reasons[id(eqn)] or ""))
             continue
@@ -309,6 +408,9 @@ def build_steps(g: _Graph, realized: set[int]) -> list[Step]:
             dims = gemm_dims(eqn)
             assert dims is not None
             steps.append(GemmStep(f"g{len(steps)}", eqn, dims))
+            continue
+        if g.is_linalg(eqn):
+            steps.append(LinalgStep(f"l{len(steps)}", eqn))
             continue
         var = eqn.outvars[0]
         if id(var) not in realized:
@@ -323,10 +425,13 @@ def build_steps(g: _Graph, realized: set[int]) -> list[Step]:
     return steps
 
 
-def schedule(jaxpr: Jaxpr, half_native: bool = True) -> Schedule:
-    """Partition `jaxpr` into kernels, gemms and host steps (module docstring). The
-    schedule's jaxpr is `jaxpr` after `pack_gemm_operands` (same inputs and outputs)."""
-    g = _Graph(pack_gemm_operands(jaxpr), half_native)
+def schedule(jaxpr: Jaxpr, half_native: bool = True, native_linalg: bool = True
+             ) -> Schedule:
+    """Partition `jaxpr` into kernels, gemms, linalg calls and host steps (module
+    docstring). The schedule's jaxpr is `jaxpr` after `pack_gemm_operands` (same inputs and
+    outputs). `native_linalg`: whether float32/64 linalg calls LAPACK (llvm) or runs on the
+    host (opencl)."""
+    g = _Graph(pack_gemm_operands(jaxpr), half_native, native_linalg)
     names = jaxpr_names(jaxpr)
     if g.jaxpr is not jaxpr:
         _pp(g.jaxpr, names, 0)  # names the packed operands after every original value
@@ -393,16 +498,39 @@ def pp_gemm(step: GemmStep, names: _Names) -> str:
             f"# dot_general {flags} (BLAS)")
 
 
+def pp_linalg(step: LinalgStep, names: _Names) -> str:
+    """`l2: lapack cholesky f32[4,3,3] (a) -> (b)  # native library call`."""
+    eqn = step.eqn
+    aval = eqn.inputs[0].aval
+    ins = " ".join(names(a) for a in eqn.inputs)
+    outs = " ".join(names(v) for v in eqn.outvars)
+    return (f"  {step.name}: lapack {eqn.primitive.name} {aval.dtype.short}"
+            f"{_shape_text(aval.shape)} ({ins}) -> ({outs})  # native library call")
+
+
 def pp_schedule(sched: Schedule) -> str:
     """One line per step: kind, domain, buffers read and written, fused equations."""
     names = sched.names
     n_k, n_g, n_h = len(sched.kernels()), len(sched.gemms()), len(sched.hosts())
     gemms = f"{n_g} gemm{'s' * (n_g != 1)}, " if n_g else ""
-    lines = [f"schedule: {n_k} kernel{'s' * (n_k != 1)}, {gemms}"
+    n_l = len(sched.linalgs())
+    gemms += f"{n_l} lapack call{'s' * (n_l != 1)}, " if n_l else ""
+    n_c = len(sched.controls())
+    controls = f"{n_c} control-flow step{'s' * (n_c != 1)}, " if n_c else ""
+    lines = [f"schedule: {n_k} kernel{'s' * (n_k != 1)}, {gemms}{controls}"
              f"{n_h} host step{'s' * (n_h != 1)}"]
     for step in sched.steps:
         if isinstance(step, GemmStep):
             lines.append(pp_gemm(step, names))
+            continue
+        if isinstance(step, LinalgStep):
+            lines.append(pp_linalg(step, names))
+            continue
+        if isinstance(step, ControlStep):
+            ins = " ".join(names(a) for a in step.eqn.inputs)
+            outs = " ".join(names(v) for v in step.eqn.outvars)
+            lines.append(f"  {step.name}: {step.eqn.primitive.name} ({ins}) -> ({outs})  "
+                         f"# {step.reason}")
             continue
         if isinstance(step, HostStep):
             ins = " ".join(names(a) for a in step.eqn.inputs)
@@ -412,6 +540,8 @@ def pp_schedule(sched: Schedule) -> str:
             continue
         dtype = step.outputs[0].aval.dtype.short
         kind = f"reduce axes={step.axes}" if step.is_reduce else "elementwise"
+        if is_scatter_step(sched, step):
+            kind = "scatter (copy, then update rows in order)"
         if step.is_rows:
             kind = f"rows axes={step.axes} phases={max(step.phases) + 1}"
         ins = " ".join(names(v) for v in kernel_reads(sched, step))
