@@ -237,6 +237,18 @@ def _block_scratch(sub: _Sub, first: int) -> list[tuple[int, int]]:
     return [(first + b, n) for b, n in enumerate(sub.blocks)]
 
 
+def _bind_carries(d: _Driver, sub: _Sub, tab: ir.Value, cur: ir.Value, carry_in: list[Var],
+                  carry_out: list[Var], outs: list[ir.Value]) -> None:
+    """Point `sub`'s carry inputs at the current carries `cur[k]` and its carry outputs at
+    `outs[k]` in its table `tab`."""
+    for k, (v_in, v_out) in enumerate(zip(carry_in, carry_out, strict=True)):
+        carry_now = d.b.load(d.b.gep(cur, [ir.Constant(I64, k)], inbounds=True))
+        for s in _slots_of(sub, v_in):
+            d.put(tab, s, carry_now)
+        for s in _slots_of(sub, v_out):
+            d.put(tab, s, outs[k])
+
+
 def native_scan(eqn: Eqn) -> NativeLoop | None:
     """The native driver of a scan (module docstring), or None."""
     p = eqn.params
@@ -286,15 +298,9 @@ def _scan_loop(d: _Driver, sub: _Sub, tab: ir.Value, cur: ir.Value, eqn: Eqn, fn
     it = b.sub(last, i) if p["reverse"] else i
     to_output = b.icmp_unsigned("==", b.and_(b.sub(last, i), ir.Constant(I64, 1)),
                                 ir.Constant(I64, 0))
-    outs = []
-    for k in range(nk):
-        out = b.select(to_output, d.slot(out_pos[k]), d.slot(scratch_pos[k]))
-        carry_now = b.load(b.gep(cur, [ir.Constant(I64, k)], inbounds=True))
-        for s in _slots_of(sub, body.invars[nc + k]):
-            d.put(tab, s, carry_now)
-        for s in _slots_of(sub, body.outvars[k]):
-            d.put(tab, s, out)
-        outs.append(out)
+    outs = [b.select(to_output, d.slot(out_pos[k]), d.slot(scratch_pos[k]))
+            for k in range(nk)]
+    _bind_carries(d, sub, tab, cur, body.invars[nc:nc + nk], body.outvars[:nk], outs)
     for j, v in enumerate(body.invars[nc + nk:]):
         row = d.offset(d.slot(arg_pos[nc + nk + j]), it, _nbytes(v))
         for s in _slots_of(sub, v):
@@ -353,15 +359,8 @@ def native_while(eqn: Eqn) -> NativeLoop | None:
     b.cbranch(b.icmp_unsigned("!=", pred, ir.Constant(ir.IntType(8), 0)), step, done)
     b.position_at_end(step)
     even = b.icmp_unsigned("==", b.load(parity), ir.Constant(I64, 0))
-    outs = []
-    for k in range(nk):
-        out = b.select(even, d.slot(s0[k]), d.slot(s1[k]))
-        carry_now = b.load(b.gep(cur, [ir.Constant(I64, k)], inbounds=True))
-        for s in _slots_of(bsub, body.invars[bc + k]):
-            d.put(btab, s, carry_now)
-        for s in _slots_of(bsub, body.outvars[k]):
-            d.put(btab, s, out)
-        outs.append(out)
+    outs = [b.select(even, d.slot(s0[k]), d.slot(s1[k])) for k in range(nk)]
+    _bind_carries(d, bsub, btab, cur, body.invars[bc:bc + nk], body.outvars[:nk], outs)
     d.call(fb, btab)
     for k, out in enumerate(outs):
         d.put(cur, k, out)

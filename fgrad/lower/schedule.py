@@ -526,17 +526,14 @@ def pp_schedule(sched: Schedule) -> str:
         if isinstance(step, LinalgStep):
             lines.append(pp_linalg(step, names))
             continue
-        if isinstance(step, ControlStep):
-            ins = " ".join(names(a) for a in step.eqn.inputs)
-            outs = " ".join(names(v) for v in step.eqn.outvars)
-            lines.append(f"  {step.name}: {step.eqn.primitive.name} ({ins}) -> ({outs})  "
-                         f"# {step.reason}")
-            continue
         if isinstance(step, HostStep):
             ins = " ".join(names(a) for a in step.eqn.inputs)
             outs = " ".join(names(v) for v in step.eqn.outvars)
-            lines.append(f"  {step.name}: host {step.eqn.primitive.name} ({ins}) -> ({outs})"
-                         f"  # NumPy impl, temporary fallback: {step.reason}")
+            control = isinstance(step, ControlStep)
+            kind, why = ("", step.reason) if control else \
+                ("host ", f"NumPy impl, temporary fallback: {step.reason}")
+            lines.append(f"  {step.name}: {kind}{step.eqn.primitive.name} ({ins}) -> "
+                         f"({outs})  # {why}")
             continue
         dtype = step.outputs[0].aval.dtype.short
         kind = f"reduce axes={step.axes}" if step.is_reduce else "elementwise"
