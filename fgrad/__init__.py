@@ -2,6 +2,7 @@
 from fgrad.core import prims as _prims  # noqa: F401  (registers every primitive)
 from fgrad.core import tree_util
 from fgrad.core.api_util import make_jaxpr
+from fgrad.core import device as _device
 from fgrad.core.device import device_put, devices
 from fgrad.core.dtypes import DType, dtypes
 from fgrad.core.ir import ClosedJaxpr, Jaxpr
@@ -10,6 +11,26 @@ from fgrad import lax, nn, optim, random
 from fgrad.transforms import (checkpoint, custom_jvp, custom_vjp, grad, hessian, jacfwd,
                               jacrev, jit, jvp, linearize, stop_gradient, value_and_grad,
                               vjp, vmap)
+from fgrad.transforms import executables as _executables
+
+
+
+def _load_native_compilers() -> None:
+    """Register the "llvm" compiler, and "opencl" when pyopencl is installed."""
+    import fgrad.lower  # noqa: F401
+
+
+def _load_opencl_devices() -> None:
+    """Register the OpenCL devices ("CL:n") when pyopencl is installed."""
+    try:
+        import fgrad.lower.opencl.eager  # noqa: F401
+    except ImportError:
+        pass
+
+
+# Backends plug in from here, the top of the package: core and transforms never import them.
+_executables.BACKEND_LOADERS.append(_load_native_compilers)
+_device.DEVICE_LOADERS.append(_load_opencl_devices)
 
 remat = checkpoint
 __version__ = "0.1.0"

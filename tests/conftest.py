@@ -19,7 +19,7 @@ import pytest
 def _opencl_problem() -> str | None:
     """None when an OpenCL device builds kernels here, else why not."""
     try:
-        from fgrad.lower import opencl_device
+        from fgrad.lower.opencl import device as opencl_device
         opencl_device.default_index()
         return None
     except Exception as err:

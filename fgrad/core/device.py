@@ -14,7 +14,8 @@ FGRAD_OPENCL_DEVICE selects). "GPU" and "OPENCL" are accepted as aliases of "CL"
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -55,6 +56,27 @@ def canonical_device(device: Any) -> str:
     return f"CL:{index}" if index else "CL"
 
 
+@dataclass(frozen=True)
+class DeviceKind:
+    """A family of devices a backend adds ("CL": OpenCL). Core never imports a backend:
+    the backend registers one of these (loaded on first use through `DEVICE_LOADERS`)."""
+    prefix: str
+    count: Callable[[], int]
+    put: Callable[[np.ndarray, str | None], Any]
+    run_primitive: Callable[[Any, Sequence[Any], Sequence[Any], dict, str], list[Any]]
+
+
+DEVICE_KINDS: dict[str, DeviceKind] = {}
+DEVICE_LOADERS: list[Callable[[], None]] = []
+
+
+def _opencl_kind() -> DeviceKind | None:
+    """The registered OpenCL device kind (None when pyopencl is missing)."""
+    while "CL" not in DEVICE_KINDS and DEVICE_LOADERS:
+        DEVICE_LOADERS.pop(0)()
+    return DEVICE_KINDS.get("CL")
+
+
 def put(arr: np.ndarray, device: str) -> Any:
     """`arr` placed on `device` (a NumPy array for 'CPU', else a device array)."""
     device = canonical_device(device)
@@ -62,21 +84,21 @@ def put(arr: np.ndarray, device: str) -> Any:
         return to_host(arr)
     if is_device_array(arr) and (device == "CL" or device_of(arr) == device):
         return arr
-    from fgrad.lower.opencl_runtime import CLArray
+    kind = _opencl_kind()
+    assert kind is not None  # canonical_device found an OpenCL device
     target = None if device == "CL" else device
-    return CLArray.from_numpy(np.ascontiguousarray(to_host(arr)), target)
+    return kind.put(np.ascontiguousarray(to_host(arr)), target)
 
 
 def devices() -> list[str]:
     """Every device fgrad can place data on: 'CPU', then one 'CL:<n>' per OpenCL device
     (empty when pyopencl or a driver is missing; `pip install 'fgrad[opencl]'`)."""
     found = ["CPU"]
-    try:
-        from fgrad.lower import opencl_runtime
-    except ImportError:
+    kind = _opencl_kind()
+    if kind is None:
         return found
     try:
-        return found + [f"CL:{i}" for i in range(len(opencl_runtime.device_list()))]
+        return found + [f"CL:{i}" for i in range(kind.count())]
     except Exception:  # no OpenCL platform/driver: the CPU is still there
         return found
 
@@ -97,41 +119,12 @@ def common_device(prim_name: str, arrays: Sequence[Any]) -> str:
     return on_device.pop()
 
 
-_programs: dict[Any, Any] = {}
-
-
-def _program_key(prim: Any, avals: Sequence[Any], params: dict, device: str) -> Any:
-    try:
-        key = (prim.name, tuple(avals), tuple(sorted(params.items())), device)
-        hash(key)
-        return key
-    except TypeError:
-        return None
-
-
 def eval_on_device(prim: Any, arrays: Sequence[Any], avals: Sequence[Any], params: dict,
                    device: str) -> list[Any]:
-    """Run one primitive on `device` as a compiled single-equation program (cached)."""
-    from fgrad.core.staging import trace_to_jaxpr
-    from fgrad.core.trace import current_trace
-    from fgrad.transforms.executables import executable_for
-    from fgrad.transforms.jit_prim import open_jaxpr
-    key = _program_key(prim, avals, params, device)
-    entry = _programs.get(key) if key is not None else None
-    if entry is None:
-        def one_eqn(*xs: Any) -> tuple[list[Any], None]:
-            return _as_list(prim.bind(*xs, **params)), None
-        closed, _ = trace_to_jaxpr(one_eqn, list(avals), current_trace(), prim.name)
-        jaxpr, consts = open_jaxpr(closed)
-        entry = (jaxpr, [put(c._data, device) for c in consts])
-        if key is not None:
-            _programs[key] = entry
-    jaxpr, consts = entry
-    return list(executable_for(jaxpr, "opencl")(*consts, *arrays))
-
-
-def _as_list(out: Any) -> list[Any]:
-    return list(out) if isinstance(out, (list, tuple)) else [out]
+    """Run one primitive on `device` (the backend that owns the device compiles it)."""
+    kind = _opencl_kind()
+    assert kind is not None  # a device array exists, so its backend registered itself
+    return kind.run_primitive(prim, arrays, avals, params, device)
 
 
 def device_put(tree: Any, device: str = "CPU") -> Any:

@@ -138,7 +138,7 @@ def _wrap_negative(idx: Any, n: int) -> Any:
 
 def _advanced(y: Any, advanced: list[tuple[int, Any]]) -> Any:
     """Gather for integer-array indices on axes `advanced` (NumPy placement rules)."""
-    from fgrad.core.tensor_math import broadcast_shapes, broadcast_to
+    from fgrad.core.methods.tensor_math import broadcast_shapes, broadcast_to
     axes = [a for a, _ in advanced]
     idx_shape = broadcast_shapes("index", *[i.shape for _, i in advanced])
     others = [i for i in range(y.ndim) if i not in axes]
@@ -164,7 +164,7 @@ def _advanced(y: Any, advanced: list[tuple[int, Any]]) -> Any:
 def index_update(x: Any, index: Any, value: Any, mode: str) -> Any:
     """`x.at[index].<mode>(value)`: scatter into the flat positions that `x[index]` reads."""
     from fgrad.core.tensor import Tensor, as_tensor
-    from fgrad.core.tensor_math import broadcast_to
+    from fgrad.core.methods.tensor_math import broadcast_to
     positions = getitem(_flat_positions(x), index)
     value = as_tensor(value) if isinstance(value, Tensor) else Tensor(value, dtype=x.dtype)
     value = broadcast_to(value.cast(x.dtype), positions.shape)

@@ -5,7 +5,7 @@ from typing import Any
 
 from fgrad.core import dtypes as _dt
 from fgrad.core import prims as P
-from fgrad.core.tensor_math import broadcast_shapes, broadcast_to
+from fgrad.core.methods.tensor_math import broadcast_shapes, broadcast_to
 
 
 def matmul(x: Any, y: Any) -> Any:

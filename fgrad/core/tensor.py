@@ -14,15 +14,15 @@ from fgrad.core import device as _device
 from fgrad.core import dtypes as _dt
 from fgrad.core.dtypes import DType, dtypes
 from fgrad.core.ir import ShapedArray
-from fgrad.core.tensor_create import CreationMixin
-from fgrad.core.tensor_math import MathMixin
-from fgrad.core.tensor_movement import MovementMixin
-from fgrad.core.tensor_reduce import ReduceMixin
+from fgrad.core.methods.tensor_create import CreationMixin
+from fgrad.core.methods.tensor_math import MathMixin
+from fgrad.core.methods.tensor_movement import MovementMixin
+from fgrad.core.methods.tensor_reduce import ReduceMixin
 from fgrad.core.trace import LeakedTracerError, Trace
-from fgrad.ops.linalg import LinalgMixin
-from fgrad.ops.math_ops import MathOpsMixin
-from fgrad.ops.movement_ops import MovementOpsMixin
-from fgrad.ops.nn_ops import NNOpsMixin
+from fgrad.core.methods.linalg import LinalgMixin
+from fgrad.core.methods.math_ops import MathOpsMixin
+from fgrad.core.methods.movement_ops import MovementOpsMixin
+from fgrad.core.methods.nn_ops import NNOpsMixin
 
 
 class ConcretizationError(TypeError):

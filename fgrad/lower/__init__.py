@@ -8,8 +8,8 @@ IR; see schedule.py for what fuses and which primitives still run as NumPy host 
 import importlib.util
 from typing import Any
 
-from fgrad.lower.llvm_runtime import LLVMExecutable, compile_llvm, describe
-from fgrad.lower.schedule import Schedule, schedule
+from fgrad.lower.llvm.runtime import LLVMExecutable, compile_llvm, describe
+from fgrad.lower.schedule.partition import Schedule, schedule
 from fgrad.transforms import executables
 
 executables.COMPILERS["llvm"] = compile_llvm
@@ -20,10 +20,10 @@ def _register_lowerings() -> None:
     `fgrad.core.primitive.missing_rules()` lists exactly the primitives that still run as
     NumPy host steps (the kernel tables below are the lowerings themselves)."""
     from fgrad.core.primitive import REGISTRY
-    from fgrad.lower import llvm_ops
-    from fgrad.lower.control_flow import CONTROL_FLOW
-    from fgrad.lower.expand import EXPANSIONS, NO_SEMANTICS
-    from fgrad.lower.schedule import ELEMENTWISE, LINALG, MOVEMENT, REDUCE
+    from fgrad.lower.llvm import ops as llvm_ops
+    from fgrad.lower.schedule.control_flow import CONTROL_FLOW
+    from fgrad.lower.schedule.expand import EXPANSIONS, NO_SEMANTICS
+    from fgrad.lower.schedule.partition import ELEMENTWISE, LINALG, MOVEMENT, REDUCE
     kinds = {name: "fused elementwise kernel" for name in ELEMENTWISE}
     kinds.update({name: "index arithmetic in the consuming kernel" for name in MOVEMENT})
     kinds.update({name: "reduction kernel" for name in REDUCE})
@@ -51,12 +51,12 @@ _register_lowerings()
 
 def _compile_opencl(jaxpr: Any) -> Any:
     """The "opencl" compiler (imports pyopencl on first use)."""
-    from fgrad.lower.opencl_runtime import compile_opencl
+    from fgrad.lower.opencl.runtime import compile_opencl
     return compile_opencl(jaxpr)
 
 
 def _describe_opencl(jaxpr: Any) -> str:
-    from fgrad.lower.opencl_runtime import describe as describe_opencl
+    from fgrad.lower.opencl.runtime import describe as describe_opencl
     return describe_opencl(jaxpr)
 
 

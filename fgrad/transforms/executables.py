@@ -2,6 +2,8 @@
 
 "numpy" is the reference interpreter (eval_jaxpr with NumPy). Native backends register a
 compiler in `COMPILERS` (`fgrad.lower` does this for "llvm" and "opencl" when available).
+This module never imports a backend: the package that assembles fgrad adds a loader to
+`BACKEND_LOADERS`, called once when a backend is first asked for.
 """
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from fgrad.core.tensor import Tensor
 
 Executable = Callable[..., list[np.ndarray]]
 COMPILERS: dict[str, Callable[[Jaxpr], Executable]] = {}
+BACKEND_LOADERS: list[Callable[[], None]] = []
 _cache: "weakref.WeakKeyDictionary[Jaxpr, dict[str, Executable]]" = weakref.WeakKeyDictionary()
 compile_seconds = [0.0]
 
@@ -32,13 +35,18 @@ def numpy_executable(jaxpr: Jaxpr) -> Executable:
 COMPILERS["numpy"] = numpy_executable
 
 
+def compiler_for(backend: str) -> Callable[[Jaxpr], Executable] | None:
+    """The registered compiler of `backend`, running the backend loaders once if needed."""
+    while backend not in COMPILERS and BACKEND_LOADERS:
+        BACKEND_LOADERS.pop(0)()
+    return COMPILERS.get(backend)
+
+
 def executable_for(jaxpr: Jaxpr, backend: str) -> Executable:
     """The compiled executable of `jaxpr` for `backend` (compiled on first use)."""
     per_backend = _cache.setdefault(jaxpr, {})
     if backend not in per_backend:
-        if backend not in COMPILERS and backend != "numpy":
-            import fgrad.lower  # noqa: F401  (registers the native compilers)
-        if backend not in COMPILERS:
+        if compiler_for(backend) is None:
             available = ", ".join(sorted(COMPILERS))
             raise ValueError(f"jit backend {backend!r} is not available here; available: "
                              f"{available}. Choose one with jit(..., backend=) or the "
@@ -85,9 +93,8 @@ def call_donating(jaxpr: Jaxpr, backend: str, tensors: list[Tensor], donated: li
     arrays = [as_concrete_array(t) for t in tensors]
     run_donated = getattr(exe, "call_donated", None)
     if run_donated is not None and any(donated):
-        from fgrad.lower.buffer_pool import exclusively_owned
         # the two known holders of each array: its Tensor and `arrays`
-        reusable = [d and exclusively_owned(arrays[i], 2) for i, d in enumerate(donated)]
+        reusable = [d and exe.exclusively_owned(arrays[i], 2) for i, d in enumerate(donated)]
         outs = run_donated(arrays, reusable) if any(reusable) else exe(*arrays)
     else:
         outs = exe(*arrays)

@@ -63,9 +63,7 @@ class Lowered:
     def as_text(self) -> str:
         """The jaxpr, then whatever the backend adds (schedule, kernel IR, LLVM IR / OpenCL)."""
         parts = [f"# jaxpr of {self.name}", str(self.closed)]
-        if self.backend not in executables.COMPILERS:
-            import fgrad.lower  # noqa: F401  (registers the native compilers)
-        describe = getattr(executables.COMPILERS.get(self.backend), "describe", None)
+        describe = getattr(executables.compiler_for(self.backend), "describe", None)
         if describe is not None:
             parts.append(describe(open_jaxpr(self.closed)[0]))
         else:

@@ -10,8 +10,8 @@ import fgrad
 import fgrad.lower  # noqa: F401  (registers the llvm compiler)
 from fgrad import Tensor
 from fgrad.core import prims
-from fgrad.lower.llvm_runtime import half_native
-from fgrad.lower.schedule import Schedule, schedule
+from fgrad.lower.llvm.runtime import half_native
+from fgrad.lower.schedule.partition import Schedule, schedule
 from fgrad.transforms.jit_prim import open_jaxpr
 
 HALF = half_native()  # float16 kernels need F16C; elsewhere float16 runs as host steps

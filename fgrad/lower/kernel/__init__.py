@@ -1,0 +1,9 @@
+"""Stage 2 of lowering: kernel IR, built from a schedule (backend-neutral).
+
+- `ir.py`: loop nests, loads, ALU ops, accumulators, stores, and `check_kernel`, which
+  proves every access is inside its buffer.
+- `index.py`: index expressions (`Ix`) with symbolic ranges; `Dyn` for run-time indices.
+- `build.py` (+ `build_rows.py`, `build_scatter.py`): a kernel step as a `Kernel`.
+- `program.py`: kernels grouped into native segments with a buffer plan; `memory.py`
+  reports one call's peak memory. Every backend executes a `Program`; only rendering differs.
+"""

@@ -1,0 +1,381 @@
+"""Build the kernel IR of one scheduled kernel: producers inlined, movement as indexing.
+
+In: a `Schedule` and one of its `KernelStep`s. Out: a `Kernel` and the jaxpr Vars bound to
+its buffer parameters (outputs first, then inputs in first-use order).
+
+Every value is computed at a multi-index of its own shape (a tuple of `Ix`). A movement
+primitive maps its output index to its operand's index (reshape through a flat offset,
+pad under a bounds predicate); an elementwise primitive becomes an `Op`. Loads clamp any
+axis index that is not provably in range, so even the unselected side of a pad region
+reads inside the buffer. A gather maps its output index (i..., j...) to its operand's index
+(dyn(idx[i...]), j...): the row is read from the index operand at run time (a `Dyn` atom),
+so a gather fuses into its consumer like a slice. Loops run row-major over the domain;
+adjacent loops are collapsed into one whenever the innermost loop variable then stays affine
+(so it vectorizes). Row-fused steps (phases per row) are built by kernel_build_rows.py on
+these pieces, scatter steps by kernel_build_scatter.py.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Callable
+
+import numpy as np
+
+from fgrad.core.dtypes import DType, dtypes
+from fgrad.core.ir import Atom, Eqn, Literal, Var
+from fgrad.lower.kernel.index import (Ix, Sym, add, clamp, delinearize, floordiv, ix_const,
+                                  ix_dyn, ix_range, ix_sym, linearize, mod, scale)
+from fgrad.lower.kernel.ir import (AccInit, AccRead, AccUpdate, Cond, Const, Expr, IndexPred,
+                                   IndexValue, Kernel, Load, Loop, Op, Param, Stmt, Store,
+                                   check_kernel, expr_syms, kernel_indices)
+from fgrad.lower.schedule.partition import REDUCE, KernelStep, Schedule, is_scatter_step, jaxpr_names
+
+Index = tuple[Ix, ...]
+BOOL_COMBINE = {"add": "or", "mul": "and", "max": "or", "min": "and"}
+
+
+def combine_op(reduction: str, dtype: DType) -> str:
+    """The binary op a reduction accumulates with ('add', 'max', ...; 'or'/'and' on bool)."""
+    op = REDUCE[reduction]
+    return BOOL_COMBINE[op] if dtype == dtypes.bool else op
+
+
+def identity(op: str, dtype: DType) -> Any:
+    """The identity element of a combine op in `dtype`."""
+    if op in ("or", "and"):
+        return op == "and"
+    if op in ("add", "mul"):
+        return _cast(op == "mul", dtype)
+    if dtype.is_float:
+        return -math.inf if op == "max" else math.inf
+    info = np.iinfo(dtype.np)
+    return int(info.min if op == "max" else info.max)
+
+
+class _Values:
+    """Expressions for jaxpr values at index tuples, memoized, with buffer parameters."""
+
+    def __init__(self, sched: Schedule, step: KernelStep):
+        self.sched, self.step = sched, step
+        self.params: list[Var] = list(step.outputs)
+        self.inline = {id(v) for v, r in zip(step.outputs, step.reduced, strict=True)
+                       if not r}
+        self.memo: dict[tuple[int, Index], Expr] = {}
+
+    def buffer(self, var: Var) -> int:
+        for i, p in enumerate(self.params):
+            if p is var:
+                return i
+        self.params.append(var)
+        return len(self.params) - 1
+
+    def __call__(self, atom: Atom, idx: Index) -> Expr:
+        if isinstance(atom, Literal):
+            return Const(_cast(atom.val, atom.aval.dtype), atom.aval.dtype)
+        key = (id(atom), idx)
+        if key not in self.memo:
+            if id(atom) in self.sched.realized and id(atom) not in self.inline:
+                self.memo[key] = self.load(atom, idx)
+            else:
+                eqn = self.sched.producers[id(atom)]
+                self.memo[key] = RULES.get(eqn.primitive.name, _elementwise)(self, eqn, idx)
+        return self.memo[key]
+
+    def load(self, var: Var, idx: Index) -> Expr:
+        aval = var.aval
+        if aval.size == 0:
+            return Const(_cast(0, aval.dtype), aval.dtype)
+        safe = tuple(clamp(i, n - 1) for i, n in zip(idx, aval.shape, strict=True))
+        return Load(self.buffer(var), linearize(safe, aval.shape), aval.dtype)
+
+
+def _cast(value: Any, dtype: DType) -> Any:
+    return np.asarray(value).astype(dtype.np).item()
+
+
+# ---------------------------------------------------------------------------- rules
+
+
+def _elementwise(vals: _Values, eqn: Eqn, idx: Index) -> Expr:
+    args = tuple(vals(a, idx) for a in eqn.inputs)
+    return Op(eqn.primitive.name, args, eqn.outvars[0].aval.dtype)
+
+
+def _broadcast(vals: _Values, eqn: Eqn, idx: Index) -> Expr:
+    x = eqn.inputs[0]
+    dims = eqn.params["broadcast_dimensions"]
+    src = tuple(ix_const(0) if n == 1 else idx[d]
+                for n, d in zip(x.aval.shape, dims, strict=True))
+    return vals(x, src)
+
+
+def _reshape(vals: _Values, eqn: Eqn, idx: Index) -> Expr:
+    x = eqn.inputs[0]
+    flat = linearize(idx, eqn.outvars[0].aval.shape)
+    return vals(x, delinearize(flat, x.aval.shape))
+
+
+def _transpose(vals: _Values, eqn: Eqn, idx: Index) -> Expr:
+    perm = eqn.params["permutation"]
+    src: list[Ix] = [ix_const(0)] * len(perm)
+    for i, p in enumerate(perm):
+        src[p] = idx[i]
+    return vals(eqn.inputs[0], tuple(src))
+
+
+def _slice(vals: _Values, eqn: Eqn, idx: Index) -> Expr:
+    p = eqn.params
+    src = tuple(add(ix_const(s), scale(i, st))
+                for i, s, st in zip(idx, p["start"], p["strides"], strict=True))
+    return vals(eqn.inputs[0], src)
+
+
+def _rev(vals: _Values, eqn: Eqn, idx: Index) -> Expr:
+    shape = eqn.inputs[0].aval.shape
+    src = tuple(add(ix_const(shape[d] - 1), scale(i, -1)) if d in eqn.params["dimensions"]
+                else i for d, i in enumerate(idx))
+    return vals(eqn.inputs[0], src)
+
+
+def _pad(vals: _Values, eqn: Eqn, idx: Index) -> Expr:
+    x, dtype = eqn.inputs[0], eqn.outvars[0].aval.dtype
+    fill = Const(_cast(eqn.params["value"], dtype), dtype)
+    if x.aval.size == 0:
+        return fill
+    src, conds = [], []
+    for i, n, (lo, _, interior) in zip(idx, x.aval.shape, eqn.params["config"], strict=True):
+        t, step = add(i, ix_const(-lo)), interior + 1
+        src.append(floordiv(t, step))
+        t_lo, t_hi = ix_range(t)
+        exact = step == 1 or ix_range(mod(t, step)) == (0, 0)
+        if not (0 <= t_lo and t_hi <= (n - 1) * step and exact):
+            conds.append(Cond(t, 0, (n - 1) * step, step))
+    inner = vals(x, tuple(src))
+    if not conds:
+        return inner
+    return Op("select", (IndexPred(tuple(conds), dtypes.bool), inner, fill), dtype)
+
+
+def _concatenate(vals: _Values, eqn: Eqn, idx: Index) -> Expr:
+    dim, dtype = eqn.params["dimension"], eqn.outvars[0].aval.dtype
+    pieces, offset = [], 0
+    for x in eqn.inputs:
+        n = x.aval.shape[dim]
+        if n:
+            src = tuple(add(i, ix_const(-offset)) if d == dim else i for d, i in enumerate(idx))
+            pieces.append((offset, n, vals(x, src)))
+        offset += n
+    out = pieces[-1][2]
+    for start, n, value in reversed(pieces[:-1]):
+        cond = Cond(idx[dim], start, start + n - 1)
+        out = Op("select", (IndexPred((cond,), dtypes.bool), value, out), dtype)
+    return out
+
+
+def _iota(vals: _Values, eqn: Eqn, idx: Index) -> Expr:
+    return IndexValue(idx[eqn.params["dimension"]], eqn.outvars[0].aval.dtype)
+
+
+def run_time_index(vals: _Values, atom: Atom, at: Index, hi: int) -> Ix:
+    """The integer value `atom` at `at`, clamped into [0, hi], as an index (a `Dyn` atom
+    unless it is a constant)."""
+    value = vals(atom, at)
+    if isinstance(value, Const):
+        return ix_const(min(max(int(value.value), 0), max(hi, 0)))
+    label = f"{vals.sched.names(atom)}[{', '.join(str(i) for i in at)}]"
+    return ix_dyn(value, hi, expr_syms(value), label)
+
+
+def _gather(vals: _Values, eqn: Eqn, idx: Index) -> Expr:
+    """out[i..., j...] = x[clamp(ind[i...]), j...]; zeros when x has no rows."""
+    x, ind = eqn.inputs
+    dtype = eqn.outvars[0].aval.dtype
+    rows = x.aval.shape[0]
+    if rows == 0:
+        return Const(_cast(0, dtype), dtype)
+    k = ind.aval.ndim
+    return vals(x, (run_time_index(vals, ind, idx[:k], rows - 1),) + idx[k:])
+
+
+RULES: dict[str, Callable[[_Values, Eqn, Index], Expr]] = {
+    "broadcast_in_dim": _broadcast, "reshape": _reshape, "transpose": _transpose,
+    "slice": _slice, "rev": _rev, "pad": _pad, "concatenate": _concatenate, "iota": _iota,
+    "gather": _gather,
+}
+
+
+# ---------------------------------------------------------------------------- loop nests
+
+Plan = tuple[tuple[int, ...], ...]  # groups of domain axes; each group is one loop
+
+
+def trailing_plans(axes: tuple[int, ...]) -> list[Plan]:
+    """Ways to loop over `axes`, most collapsed first: the first k axes get a loop each and
+    the rest share one."""
+    if not axes:
+        return [()]
+    return [tuple((a,) for a in axes[:k]) + (axes[k:],) for k in range(len(axes))]
+
+
+class _Nest:
+    """Loop variables for a plan and the domain index they produce."""
+
+    def __init__(self, shape: tuple[int, ...], plan: Plan, prefix: str):
+        self.syms: list[Sym] = []
+        index: dict[int, Ix] = {}
+        for g in plan:
+            extent = int(np.prod([shape[a] for a in g], dtype=np.int64))
+            sym = Sym(f"{prefix}{len(self.syms)}", extent)
+            self.syms.append(sym)
+            for a, i in zip(g, delinearize(ix_sym(sym), tuple(shape[a] for a in g)),
+                            strict=True):
+                index[a] = i
+        self.index = index
+
+    def wrap(self, body: tuple[Stmt, ...], first: int = 0, stop: int | None = None
+             ) -> tuple[Stmt, ...]:
+        """Nest `body` inside the loops syms[first:stop] (1-extent loops are left out)."""
+        for sym in reversed(self.syms[first:stop]):
+            if sym.extent != 1:
+                body = (Loop(sym, body),)
+        return body
+
+
+def _innermost_affine(kernel: Kernel, nest: _Nest) -> bool:
+    loops = [s for s in nest.syms if s.extent != 1]
+    if not loops:
+        return True
+    inner = loops[-1]
+    return all(inner not in ix.nonlinear_syms() for ix in kernel_indices(kernel))
+
+
+def _choose(build: Callable[[Plan], tuple[Kernel, _Nest, list[Var]]],
+            plans: list[Plan]) -> tuple[Kernel, list[Var]]:
+    """The first plan whose innermost loop stays affine, else the last (no collapsing);
+    the result is checked (bound variables, in-bounds accesses)."""
+    for plan in plans:
+        kernel, nest, params = build(plan)
+        if _innermost_affine(kernel, nest):
+            break
+    check_kernel(kernel)
+    return kernel, params
+
+
+# ---------------------------------------------------------------------------- kernels
+
+
+def _params(vals: _Values, names: Any, n_out: int) -> tuple[Param, ...]:
+    return tuple(Param(names(v), v.aval.shape, v.aval.dtype, i < n_out)
+                 for i, v in enumerate(vals.params))
+
+
+def _elementwise_kernel(sched: Schedule, step: KernelStep, names: Any, plan: Plan
+                        ) -> tuple[Kernel, _Nest, list[Var]]:
+    vals = _Values(sched, step)
+    nest = _Nest(step.shape, plan, "i")
+    idx = tuple(nest.index[a] for a in range(len(step.shape)))
+    body = tuple(Store(j, linearize(idx, step.shape), vals(v, idx))
+                 for j, v in enumerate(step.outputs))
+    kernel = Kernel(step.name, _params(vals, names, len(step.outputs)), nest.wrap(body))
+    return kernel, nest, vals.params
+
+
+def _reduce_parts(sched: Schedule, step: KernelStep, vals: _Values, idx: Index
+                  ) -> tuple[list[Stmt], list[tuple[int, Var, str, Expr]]]:
+    """Side-output stores at `idx`, and (buffer, var, op, value) per reduction output."""
+    side: list[Stmt] = []
+    reds = []
+    full = linearize(idx, step.shape)
+    for j, (v, r) in enumerate(zip(step.outputs, step.reduced, strict=True)):
+        if not r:
+            side.append(Store(j, full, vals(v, idx)))
+            continue
+        eqn = sched.producers[id(v)]
+        op = combine_op(eqn.primitive.name, v.aval.dtype)
+        reds.append((j, v, op, vals(eqn.inputs[0], idx)))
+    return side, reds
+
+
+def _kept(step: KernelStep) -> tuple[int, ...]:
+    return tuple(a for a in range(len(step.shape)) if a not in step.axes)
+
+
+def _register_reduce(sched: Schedule, step: KernelStep, names: Any, plan: Plan
+                     ) -> tuple[Kernel, _Nest, list[Var]]:
+    """for kept: acc = id; for reduced: acc op= x; out[kept] = acc."""
+    vals = _Values(sched, step)
+    nest = _Nest(step.shape, plan, "i")
+    n_kept_loops = _count_groups(plan, _kept(step))
+    idx = tuple(nest.index[a] for a in range(len(step.shape)))
+    side, reds = _reduce_parts(sched, step, vals, idx)
+    kept_idx = tuple(idx[a] for a in _kept(step))
+    updates = tuple(AccUpdate(j, op, x) for j, _, op, x in reds)
+    inner = nest.wrap(tuple(side) + updates, n_kept_loops)
+    inits = tuple(AccInit(j, op, v.aval.dtype) for j, v, op, _ in reds)
+    stores = tuple(Store(j, linearize(kept_idx, v.aval.shape), AccRead(j, v.aval.dtype))
+                   for j, v, _, _ in reds)
+    body = nest.wrap(inits + inner + stores, 0, n_kept_loops)
+    kernel = Kernel(step.name, _params(vals, names, len(step.outputs)), body)
+    return kernel, nest, vals.params
+
+
+def _count_groups(plan: Plan, kept: tuple[int, ...]) -> int:
+    return sum(1 for g in plan if set(g) <= set(kept))
+
+
+def _memory_reduce(sched: Schedule, step: KernelStep, names: Any, plan: Plan
+                   ) -> tuple[Kernel, _Nest, list[Var]]:
+    """out = id everywhere; then in row-major domain order out[kept] = op(out[kept], x)."""
+    vals = _Values(sched, step)
+    nest = _Nest(step.shape, plan, "i")
+    idx = tuple(nest.index[a] for a in range(len(step.shape)))
+    side, reds = _reduce_parts(sched, step, vals, idx)
+    kept_idx = tuple(idx[a] for a in _kept(step))
+    updates = []
+    for j, v, op, x in reds:
+        at = linearize(kept_idx, v.aval.shape)
+        old = Load(j, at, v.aval.dtype)
+        updates.append(Store(j, at, Op(op, (old, x), v.aval.dtype)))
+    out_shape = tuple(step.shape[a] for a in _kept(step))
+    init_nest = _Nest(out_shape, trailing_plans(tuple(range(len(out_shape))))[0], "j")
+    init_idx = tuple(init_nest.index[a] for a in range(len(out_shape)))
+    inits = tuple(Store(j, linearize(init_idx, out_shape), Const(identity(op, v.aval.dtype),
+                                                                   v.aval.dtype))
+                  for j, v, op, _ in reds)
+    body = init_nest.wrap(inits) + nest.wrap(tuple(side) + tuple(updates))
+    kernel = Kernel(step.name, _params(vals, names, len(step.outputs)), body)
+    return kernel, nest, vals.params
+
+
+def _use_memory_form(step: KernelStep) -> bool:
+    """Accumulate in the output buffer when the contiguous last axis is kept (a plain
+    reduction; row-fused kernels choose their own form)."""
+    if step.is_rows:
+        return False
+    last = len(step.shape) - 1
+    halves = any(v.aval.dtype == dtypes.float16 for v in step.outputs)
+    reduced_work = any(step.shape[a] > 1 for a in step.axes)
+    return (last >= 0 and last not in step.axes and step.shape[last] > 1 and reduced_work
+            and not halves)
+
+
+def build_kernel(sched: Schedule, step: KernelStep, names: Any = None
+                 ) -> tuple[Kernel, list[Var]]:
+    """The kernel IR of `step` and the Vars bound to its parameters."""
+    names = names or jaxpr_names(sched.jaxpr)
+    if is_scatter_step(sched, step):
+        from fgrad.lower.kernel.build_scatter import build_scatter  # builds on this module
+        return build_scatter(sched, step, names)
+    if step.is_rows:
+        from fgrad.lower.kernel.build_rows import build_rows  # it builds on this module
+        return build_rows(sched, step, names)
+    if not step.is_reduce:
+        plans = trailing_plans(tuple(range(len(step.shape))))
+        return _choose(lambda p: _elementwise_kernel(sched, step, names, p), plans)
+    if _use_memory_form(step):
+        plans = trailing_plans(tuple(range(len(step.shape))))
+        return _choose(lambda p: _memory_reduce(sched, step, names, p), plans)
+    kept = _kept(step)
+    plans = [pk + pr for pk in trailing_plans(kept)[:1] for pr in trailing_plans(step.axes)]
+    plans += [tuple((a,) for a in kept) + pr for pr in trailing_plans(step.axes)]
+    return _choose(lambda p: _register_reduce(sched, step, names, p), plans)

@@ -1,0 +1,122 @@
+"""Program: a schedule with its kernels built and its buffers planned; backend-neutral.
+
+In: a Jaxpr without constvars. Out: a `Program`: the schedule, one `Kernel` per kernel step,
+`actions` (host steps, control-flow steps and `Segment`s of consecutive kernels and library
+calls, each segment one native call on a table of buffer slots), `library_calls` (the
+equation of each library call in a segment: a dot_general is a BLAS gemm on llvm and a tiled
+kernel on opencl; cholesky/triangular_solve/lu/qr/svd are LAPACK calls on llvm; slots are
+the outputs, then the inputs), and the intermediate buffer plan (`buffer_of`,
+`buffer_bytes`): a buffer whose value is dead is reused by a later output of the same size.
+`expand.py` first rewrites primitives without kernels of their own (argmax, cumulative ops,
+sort, nested calls, non-BLAS dot_general) into primitives that have them.
+Both the llvm and the opencl runtimes execute a Program; only rendering differs.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from fgrad.core.ir import Eqn, Jaxpr, Var
+from fgrad.lower.schedule.expand import expand
+from fgrad.lower.kernel.build import build_kernel
+from fgrad.lower.kernel.ir import Kernel
+from fgrad.lower.schedule.partition import GemmStep, HostStep, KernelStep, LinalgStep, Schedule, schedule
+
+Call = tuple[str, list[int]]  # (kernel or library call name, buffer slot of each parameter)
+
+@dataclass
+class Segment:
+    """Consecutive kernels and library calls run by one native call; `table` lists the
+    buffer of each slot; `allocs` the values the segment writes."""
+
+    calls: list[Call] = field(default_factory=list)
+    table: list[Var] = field(default_factory=list)
+    allocs: list[Var] = field(default_factory=list)
+
+    def slot(self, var: Var) -> int:
+        """The table slot of `var`'s buffer (added on first use)."""
+        for i, v in enumerate(self.table):
+            if v is var:
+                return i
+        self.table.append(var)
+        return len(self.table) - 1
+
+
+@dataclass
+class Program:
+    """Everything a call needs: the steps, the kernels, and where every buffer lives."""
+
+    jaxpr: Jaxpr
+    schedule: Schedule
+    kernels: list[Kernel]
+    actions: list[Segment | HostStep]
+    buffer_of: dict[int, int]      # var id -> intermediate buffer number
+    buffer_bytes: list[int]
+    library_calls: dict[str, Eqn] = field(default_factory=dict)  # name -> equation
+
+
+def _last_uses(sched: Schedule, kernel_params: dict[int, list[Var]]) -> dict[int, int]:
+    last: dict[int, int] = {}
+    for n, step in enumerate(sched.steps):
+        reads = kernel_params[n] if isinstance(step, KernelStep) else step.eqn.inputs
+        for v in reads:
+            if isinstance(v, Var):
+                last[id(v)] = n
+    return last
+
+
+def _assign_buffers(sched: Schedule, kernel_params: dict[int, list[Var]]
+                    ) -> tuple[dict[int, int], list[int]]:
+    """Give each intermediate kernel output a buffer; reuse dead buffers of equal size."""
+    last = _last_uses(sched, kernel_params)
+    keep = {id(v) for v in sched.jaxpr.outvars if isinstance(v, Var)}
+    buffer_of: dict[int, int] = {}
+    sizes: list[int] = []
+    free: dict[int, list[int]] = {}
+    live: list[int] = []
+    for n, step in enumerate(sched.steps):
+        outs = step.outputs if isinstance(step, (KernelStep, GemmStep, LinalgStep)) else ()
+        for v in outs:
+            if id(v) in keep:
+                continue
+            nbytes = v.aval.size * v.aval.dtype.itemsize
+            pool = free.get(nbytes)
+            buffer_of[id(v)] = pool.pop() if pool else len(sizes)
+            if buffer_of[id(v)] == len(sizes):
+                sizes.append(nbytes)
+            live.append(id(v))
+        for key in [k for k in live if last.get(k, n) <= n]:
+            live.remove(key)
+            free.setdefault(sizes[buffer_of[key]], []).append(buffer_of[key])
+    return buffer_of, sizes
+
+
+def plan(jaxpr: Jaxpr, half_native: bool = True, native_linalg: bool = True) -> Program:
+    """Schedule `jaxpr`, build every kernel, group consecutive kernels into segments.
+    `half_native`: whether float16 may be computed in kernels (else host steps);
+    `native_linalg`: whether float32/64 linalg is a library call (else host steps)."""
+    jaxpr = expand(jaxpr)
+    sched = schedule(jaxpr, half_native, native_linalg)
+    names = sched.names
+    kernels, kernel_params, actions = [], {}, []
+    library_calls: dict[str, Eqn] = {}
+    segment: Segment | None = None
+    for n, step in enumerate(sched.steps):
+        if isinstance(step, HostStep):
+            actions.append(step)
+            segment = None
+            continue
+        if isinstance(step, (GemmStep, LinalgStep)):
+            name, params = step.name, [*step.outputs, *step.eqn.inputs]
+            library_calls[name] = step.eqn
+        else:
+            kernel, params = build_kernel(sched, step, names)
+            kernels.append(kernel)
+            kernel_params[n] = params
+            name = kernel.name
+        if segment is None:
+            segment = Segment()
+            actions.append(segment)
+        segment.calls.append((name, [segment.slot(v) for v in params]))
+        segment.allocs.extend(step.outputs)
+    buffer_of, sizes = _assign_buffers(sched, kernel_params)
+    return Program(jaxpr, sched, kernels, actions, buffer_of, sizes, library_calls)

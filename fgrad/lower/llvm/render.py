@@ -1,0 +1,310 @@
+"""Render kernel IR to LLVM IR with llvmlite's IRBuilder (module -> function -> block).
+
+In: `Kernel`s, library calls (dot_general equations, rendered by llvm_blas.py as BLAS gemm
+calls; linalg equations, by llvm_lapack.py as LAPACK calls) and native segments (each an
+ordered list of such calls on buffer slots).
+Out: one `ir.Module`: an internal function per kernel taking one noalias pointer per buffer
+(and, when threads split it, the [start, stop) of its outermost loop), and exported entries
+per segment: `void segN(i8** buffers)` that calls its kernels in order, or, when some of its
+kernels split (llvm_threads.py), one entry per part, `segN_pK(buffers, thread, state)`,
+that every thread of the pool runs. Loops count up in i64 with the innermost loop
+over the contiguous axis, so LLVM's loop vectorizer handles them; reduction accumulators
+allow reassociation so they vectorize too. Elementwise arithmetic carries no fast-math
+flags, so results match NumPy's IEEE ones.
+"""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from llvmlite import ir
+
+from fgrad.core.dtypes import dtypes
+from fgrad.core.ir import Eqn
+from fgrad.lower.kernel.index import Clamp, Div, Dyn, Ix, Mod, Sym, ix_range
+from fgrad.lower.kernel.build import identity
+from fgrad.lower.kernel.ir import (AccInit, AccRead, AccUpdate, Const, Expr, IndexPred,
+                                   IndexValue, Kernel, Load, Loop, Op, Stmt, Store)
+from fgrad.lower.llvm.blas import render_gemm
+from fgrad.lower.llvm.lapack import render_lapack
+from fgrad.lower.llvm.ops import I1, I64, OPS, Emitter, const, mem_type, reg_type
+from fgrad.lower.llvm.threads import Part, chunking, plan_parts, render_part, split_extent
+
+Call = tuple[str, Sequence[int]]  # (kernel name, buffer slot of each parameter)
+NSW = ("nsw",)
+
+
+def _i64(v: int) -> ir.Constant:
+    return ir.Constant(I64, v)
+
+
+class _KernelRenderer:
+    """Builds one kernel function; values and indices are memoized per loop scope."""
+
+    def __init__(self, module: ir.Module, kernel: Kernel, split: bool):
+        self.kernel = kernel
+        args = [ir.PointerType(mem_type(p.dtype)) for p in kernel.params]
+        self.fn = ir.Function(module, ir.FunctionType(ir.VoidType(), args + [I64, I64] * split),
+                              name=kernel.name)
+        self.fn.linkage = "internal"
+        for arg, p in zip(self.fn.args, kernel.params, strict=False):
+            arg.name = p.name
+            arg.add_attribute("noalias")
+        # a split kernel runs iterations [start, stop) of its (only) outermost loop
+        self.chunk = tuple(self.fn.args[-2:]) if split else None
+        if split:
+            self.fn.args[-2].name, self.fn.args[-1].name = "start", "stop"
+        self.b = ir.IRBuilder(self.fn.append_basic_block("entry"))
+        self.em = Emitter(self.b)
+        self.syms: dict[Sym, ir.Value] = {}
+        self.values: dict[int, ir.Value] = {}
+        self.indices: dict[Ix, ir.Value] = {}
+        self.accs: dict[int, ir.AllocaInstr] = {}
+
+    def render(self) -> ir.Function:
+        for s in self.kernel.body:
+            self.stmt(s)
+        self.b.ret_void()
+        return self.fn
+
+    # ------------------------------------------------------------------ statements
+
+    def stmt(self, s: Stmt) -> None:
+        if isinstance(s, Loop):
+            self.loop(s)
+        elif isinstance(s, Store):
+            self.store(s.buf, s.index, self.value(s.value))
+        elif isinstance(s, AccInit):
+            self.acc_init(s)
+        else:
+            self.acc_update(s)
+
+    def loop(self, s: Loop) -> None:
+        b = self.b
+        before = b.block
+        head = self.fn.append_basic_block(f"{s.sym.name}.head")
+        body = self.fn.append_basic_block(f"{s.sym.name}.body")
+        done = self.fn.append_basic_block(f"{s.sym.name}.done")
+        b.branch(head)
+        b.position_at_end(head)
+        start, stop = self.chunk if s is self.kernel.body[0] and self.chunk else (
+            _i64(0), _i64(s.sym.extent))
+        i = b.phi(I64, name=s.sym.name)
+        i.add_incoming(start, before)
+        b.cbranch(b.icmp_signed("<", i, stop), body, done)
+        b.position_at_end(body)
+        scope = (dict(self.values), dict(self.indices))
+        self.syms[s.sym] = i
+        for inner in s.body:
+            self.stmt(inner)
+        i.add_incoming(b.add(i, _i64(1), flags=("nuw", "nsw")), b.block)
+        b.branch(head)
+        b.position_at_end(done)
+        self.values, self.indices = scope
+
+    def pointer(self, buf: int, index: Ix) -> ir.Value:
+        return self.b.gep(self.fn.args[buf], [self.index(index)], inbounds=True)
+
+    def store(self, buf: int, index: Ix, value: ir.Value) -> None:
+        dtype = self.kernel.params[buf].dtype
+        if dtype == dtypes.bool:
+            value = self.b.zext(value, mem_type(dtype))
+        elif dtype == dtypes.float16:
+            value = self.b.fptrunc(value, mem_type(dtype))
+        self.b.store(value, self.pointer(buf, index))
+
+    def acc_init(self, s: AccInit) -> None:
+        if s.acc not in self.accs:
+            with self.b.goto_entry_block():
+                self.b.position_at_start(self.fn.entry_basic_block)
+                self.accs[s.acc] = self.b.alloca(reg_type(s.dtype), name=f"acc{s.acc}")
+        self.b.store(const(s.dtype, identity(s.op, s.dtype)), self.accs[s.acc])
+
+    def acc_update(self, s: AccUpdate) -> None:
+        x = self.value(s.value)
+        slot = self.accs[s.acc]
+        old = self.b.load(slot)
+        if s.op in ("add", "mul") and s.value.dtype.is_float:
+            fn = self.b.fadd if s.op == "add" else self.b.fmul
+            new = fn(old, x, flags=("reassoc",))
+        else:
+            new = OPS[s.op](self.em, [old, x], s.value.dtype, s.value.dtype)
+        self.b.store(new, slot)
+
+    # ------------------------------------------------------------------ values
+
+    def value(self, e: Expr) -> ir.Value:
+        if isinstance(e, Const):
+            return const(e.dtype, e.value)
+        if isinstance(e, AccRead):
+            return self.b.load(self.accs[e.acc])
+        if id(e) not in self.values:
+            self.values[id(e)] = self.compute(e)
+        return self.values[id(e)]
+
+    def compute(self, e: Expr) -> ir.Value:
+        b = self.b
+        if isinstance(e, Load):
+            v = b.load(self.pointer(e.buf, e.index))
+            if e.dtype == dtypes.bool:
+                return b.icmp_unsigned("!=", v, ir.Constant(v.type, 0))
+            return b.fpext(v, reg_type(e.dtype)) if e.dtype == dtypes.float16 else v
+        if isinstance(e, IndexValue):
+            return self.index_value(e)
+        if isinstance(e, IndexPred):
+            return self.predicate(e)
+        assert isinstance(e, Op)
+        args = [self.value(a) for a in e.args]
+        return self.em.emit(e.op, args, [a.dtype for a in e.args], e.dtype)
+
+    def index_value(self, e: IndexValue) -> ir.Value:
+        i = self.index(e.index)
+        if e.dtype == dtypes.bool:
+            return self.b.icmp_signed("!=", i, _i64(0))
+        if e.dtype.is_float:
+            value = self.b.sitofp(i, reg_type(e.dtype))
+            return self.em.round_half(value) if e.dtype == dtypes.float16 else value
+        return self.b.trunc(i, reg_type(e.dtype)) if e.dtype.itemsize < 8 else i
+
+    def predicate(self, e: IndexPred) -> ir.Value:
+        b = self.b
+        out: ir.Value = ir.Constant(I1, 1)
+        for c in e.conds:
+            i = self.index(c.index)
+            ok = b.and_(b.icmp_signed(">=", i, _i64(c.lo)), b.icmp_signed("<=", i, _i64(c.hi)))
+            if c.step > 1:
+                ok = b.and_(ok, b.icmp_signed("==", b.srem(i, _i64(c.step)), _i64(0)))
+            out = b.and_(out, ok)
+        return out
+
+    # ------------------------------------------------------------------ indices
+
+    def index(self, e: Ix) -> ir.Value:
+        if e not in self.indices:
+            self.indices[e] = self.compute_index(e)
+        return self.indices[e]
+
+    def compute_index(self, e: Ix) -> ir.Value:
+        b = self.b
+        total: ir.Value | None = None
+        for atom, coeff in e.terms:
+            v = self.atom(atom)
+            term = v if coeff == 1 else b.mul(v, _i64(coeff), flags=NSW)
+            total = term if total is None else b.add(total, term, flags=NSW)
+        if total is None:
+            return _i64(e.const)
+        return b.add(total, _i64(e.const), flags=NSW) if e.const else total
+
+    def atom(self, a: Sym | Div | Mod | Clamp | Dyn) -> ir.Value:
+        b = self.b
+        if isinstance(a, Sym):
+            return self.syms[a]
+        if isinstance(a, Dyn):
+            return self.run_time_index(a)
+        x = self.index(a.arg)
+        nonneg = ix_range(a.arg)[0] >= 0
+        if isinstance(a, Clamp):
+            x = b.select(b.icmp_signed("<", x, _i64(0)), _i64(0), x)
+            return b.select(b.icmp_signed(">", x, _i64(a.hi)), _i64(a.hi), x)
+        d = _i64(a.d)
+        if isinstance(a, Div):
+            if nonneg:
+                return b.udiv(x, d)
+            r_neg = b.icmp_signed("<", b.srem(x, d), _i64(0))
+            return b.sub(b.sdiv(x, d), b.zext(r_neg, I64))
+        if nonneg:
+            return b.urem(x, d)
+        r = b.srem(x, d)
+        return b.add(r, b.select(b.icmp_signed("<", r, _i64(0)), d, _i64(0)))
+
+    def run_time_index(self, a: Dyn) -> ir.Value:
+        """The integer value of `a` widened to i64 (by its signedness) and clamped into
+        [0, a.hi]; unsigned values compare unsigned, so huge ones clamp to a.hi."""
+        b = self.b
+        v = self.value(a.value)
+        unsigned = a.value.dtype.is_unsigned
+        if v.type.width < 64:
+            v = b.zext(v, I64) if unsigned else b.sext(v, I64)
+        hi = _i64(a.hi)
+        if unsigned:
+            return b.select(b.icmp_unsigned(">", v, hi), hi, v)
+        v = b.select(b.icmp_signed("<", v, _i64(0)), _i64(0), v)
+        return b.select(b.icmp_signed(">", v, hi), hi, v)
+
+
+def render_kernel(module: ir.Module, kernel: Kernel) -> ir.Function:
+    """Add `kernel` to `module` as an internal function; a kernel that threads split
+    (`llvm_threads.split_extent`) takes two more i64 arguments: its loop's [start, stop)."""
+    return _KernelRenderer(module, kernel, split_extent(kernel) > 0).render()
+
+
+def _call(b: ir.IRBuilder, buffers: ir.Value, target: ir.Function, slots: Sequence[int],
+          chunk: Sequence[ir.Value] = ()) -> None:
+    """Call `target` on its slots of `buffers` (plus a chunk's start and stop)."""
+    args = []
+    for slot, ty in zip(slots, target.function_type.args, strict=False):
+        raw = b.load(b.gep(buffers, [_i64(slot)], inbounds=True))
+        args.append(b.bitcast(raw, ty))
+    b.call(target, args + list(chunk))
+
+
+def _extents(calls: Sequence[Call], kernels: dict[str, Kernel]) -> list[int]:
+    return [split_extent(kernels[name]) if name in kernels else 0 for name, _ in calls]
+
+
+def render_entry(module: ir.Module, name: str, calls: Sequence[Call],
+                 functions: dict[str, ir.Function], kernels: dict[str, Kernel]) -> ir.Function:
+    """`void name(i8** buffers)`: call each kernel on its slots of `buffers`, in order."""
+    i8p = ir.IntType(8).as_pointer()
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [i8p.as_pointer()]), name=name)
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    emit = _emit_calls(calls, functions, kernels)
+    for n in range(len(calls)):
+        emit(b, n, None)
+    b.ret_void()
+    return fn
+
+
+def _emit_calls(calls: Sequence[Call], functions: dict[str, ir.Function],
+                kernels: dict[str, Kernel]) -> Any:
+    """`emit(b, n, chunk)` for llvm_threads.render_part: call n of the segment, on its
+    chunk of the split loop, or whole (a split kernel then gets its full range)."""
+    extents = _extents(calls, kernels)
+
+    def emit(b: ir.IRBuilder, n: int, chunk: tuple[ir.Value, ir.Value] | None) -> None:
+        name, slots = calls[n]
+        if chunk is None and extents[n]:
+            chunk = (_i64(0), _i64(extents[n]))
+        _call(b, b.function.args[0], functions[name], slots, chunk or ())
+    return emit
+
+
+def entry_names(segment: int, parts: Sequence[Part]) -> list[str]:
+    """The exported entry of each part of segment number `segment`: `segN` when the
+    segment is one serial part (`void segN(i8** buffers)`), else `segN_pK`
+    (llvm_threads.render_part)."""
+    if len(parts) == 1 and not parts[0].parallel:
+        return [f"seg{segment}"]
+    return [f"seg{segment}_p{k}" for k in range(len(parts))]
+
+
+def render_module(kernels: Sequence[Kernel], segments: Sequence[Sequence[Call]],
+                  library_calls: dict[str, Eqn] | None = None) -> ir.Module:
+    """One module: every kernel and library call, plus the entries of each segment (see
+    `entry_names`)."""
+    module = ir.Module(name="fgrad")
+    functions = {k.name: render_kernel(module, k) for k in kernels}
+    by_name = {k.name: k for k in kernels}
+    for name, eqn in (library_calls or {}).items():
+        render = render_gemm if eqn.primitive.name == "dot_general" else render_lapack
+        functions[name] = render(module, name, eqn)
+    for i, calls in enumerate(segments):
+        parts = plan_parts(calls, by_name)
+        names = entry_names(i, parts)
+        if names == [f"seg{i}"]:
+            render_entry(module, names[0], calls, functions, by_name)
+            continue
+        emit = _emit_calls(calls, functions, by_name)
+        chunks = [chunking(by_name.get(name)) for name, _ in calls]
+        for name, part in zip(names, parts, strict=True):
+            render_part(module, name, part, chunks, emit)
+    return module

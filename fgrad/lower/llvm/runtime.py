@@ -1,0 +1,467 @@
+"""The `llvm` jit backend: compile a schedule into one LLVM module and run it.
+
+In: a Jaxpr without constvars. Out: an executable `exe(*arrays) -> list[np.ndarray]`.
+
+All kernels of a program go into ONE module, compiled in-process by llvmlite (host CPU
+features, the O3 pipeline of the new pass manager, MCJIT). Host steps (see schedule.py: a
+temporary NumPy fallback) split the program into native segments; each segment is one
+native call `segN(buffers)` through ctypes (a segment whose large kernels split runs as
+parts instead, parallel ones on every thread of `llvm_threads.POOL`: FGRAD_NUM_THREADS).
+Intermediates and outputs live in blocks of `buffer_pool.POOL`, kept mapped between calls;
+a buffer whose value is dead is reused by a later kernel output of the same size. Compiled
+code is cached by a hash of the unoptimized IR (and llvmlite's version, the host CPU and its
+features): in memory, so identical programs compile once, and on disk (`disk_cache`), so a
+fresh process skips optimizing and codegen.
+"""
+from __future__ import annotations
+
+import collections
+import ctypes
+import functools
+import hashlib
+import math
+import threading
+import weakref
+from typing import Any
+
+import llvmlite
+import llvmlite.binding as llvm
+import numpy as np
+
+from fgrad.core.ir import Eqn, Jaxpr, Literal, Var
+from fgrad.lower.llvm import disk_cache
+from fgrad.lower.kernel import program as program_lib
+from fgrad.lower.llvm.buffer_pool import MIN_POOLED_BYTES, POOL, exclusively_owned
+from fgrad.lower.schedule.control_flow import CONTROL_FLOW, HostRows, run_control
+from fgrad.lower.llvm.render import entry_names, render_module
+from fgrad.lower.llvm.threads import PART_ENTRY, describe_threads, run_parts, segment_parts
+from fgrad.lower.kernel.memory import memory_report
+from fgrad.lower.kernel.program import Program, Segment
+from fgrad.lower.schedule.partition import HostStep
+
+_machine: list[Any] = []
+
+
+def _new_target_machine() -> Any:
+    llvm.initialize_native_target()
+    llvm.initialize_native_asmprinter()
+    target = llvm.Target.from_default_triple()
+    return target.create_target_machine(
+        cpu=llvm.get_host_cpu_name(), features=llvm.get_host_cpu_features().flatten(),
+        opt=3, jit=True)
+
+
+def target_machine() -> Any:
+    """The host's LLVM target machine for optimizing: native CPU and features, O3. (Each
+    execution engine gets a machine of its own: the engine takes ownership of it.)"""
+    if not _machine:
+        _machine.append(_new_target_machine())
+    return _machine[0]
+
+
+def half_native() -> bool:
+    """Whether this CPU converts float16 in hardware (F16C), so kernels may use it."""
+    target_machine()
+    return "+f16c" in llvm.get_host_cpu_features().flatten().split(",")
+
+
+def module_ir(program: Program) -> Any:
+    """The llvmlite `ir.Module` of a program (unoptimized)."""
+    segments = [a.calls for a in program.actions if isinstance(a, Segment)]
+    module = render_module(program.kernels, segments, program.library_calls)
+    tm = target_machine()
+    module.triple = tm.triple
+    module.data_layout = str(tm.target_data)
+    return module
+
+
+# ---------------------------------------------------------------------------- running
+
+
+def _optimize(module: Any) -> Any:
+    """Parse and verify the module, then run LLVM's O3 pipeline (vectorizers on)."""
+    return _optimize_text(str(module))
+
+
+def _optimize_text(text: str) -> Any:
+    try:
+        parsed = llvm.parse_assembly(text)
+        parsed.verify()
+    except RuntimeError as err:
+        raise RuntimeError(f"fgrad llvm backend produced invalid LLVM IR (a bug in "
+                           f"fgrad.lower): {err}\n{text}") from None
+    tuning = llvm.create_pipeline_tuning_options(speed_level=3)
+    tuning.loop_vectorization = True
+    tuning.slp_vectorization = True
+    builder = llvm.create_pass_builder(target_machine(), tuning)
+    builder.getModulePassManager().run(parsed, builder)
+    return parsed
+
+
+def optimized_ir(program: Program) -> str:
+    """The program's LLVM IR after the O3 pipeline (shows what was vectorized)."""
+    return str(_optimize(module_ir(program)))
+
+
+# ---------------------------------------------------------------------------- compiling
+
+_ENGINES: collections.OrderedDict[str, Any] = collections.OrderedDict()
+_ENGINES_KEPT = 256
+_engines_lock = threading.Lock()
+compile_stats: collections.Counter[str] = collections.Counter()  # memory/disk hits, builds
+
+
+@functools.cache
+def _toolchain_and_host() -> str:
+    return "\0".join([llvmlite.__version__, llvm.get_host_cpu_name(),
+                      llvm.get_host_cpu_features().flatten(), str(disk_cache.FORMAT_VERSION)])
+
+
+def cache_key(ir_text: str) -> str:
+    """What compiled code depends on, hashed: the unoptimized IR, llvmlite's (and so LLVM's)
+    version, the host CPU and its features, and the cache format."""
+    return hashlib.sha256(f"{ir_text}\0{_toolchain_and_host()}".encode()).hexdigest()
+
+
+def _build(text: str) -> tuple[Any, bytes | None]:
+    """Optimize and JIT-compile; returns the engine and the object code MCJIT produced."""
+    objects: list[bytes] = []
+    engine = llvm.create_mcjit_compiler(_optimize_text(text), _new_target_machine())
+    engine.set_object_cache(lambda _module, data: objects.append(data))
+    engine.finalize_object()
+    return engine, (objects.pop() if objects else None)
+
+
+def _load(obj: bytes) -> Any:
+    """An engine running cached object code: no optimizing, no code generation (None if
+    LLVM reports an error; a damaged object can crash it, so only verified entries come
+    here)."""
+    empty = llvm.parse_assembly(f'target triple = "{target_machine().triple}"\n')
+    engine = llvm.create_mcjit_compiler(empty, _new_target_machine())
+    try:
+        engine.add_object_file(llvm.ObjectFileRef.from_data(obj))
+        engine.finalize_object()
+    except RuntimeError:
+        return None
+    return engine
+
+
+def compiled_engine(module: Any) -> Any:
+    """The execution engine of `module`: from memory, from the disk cache, or built (and
+    then cached in both)."""
+    text = str(module)
+    key = cache_key(text)
+    with _engines_lock:
+        engine = _ENGINES.get(key)
+        if engine is not None:
+            _ENGINES.move_to_end(key)
+            compile_stats["memory_hits"] += 1
+            return engine
+    obj = disk_cache.load(key)
+    engine = _load(obj) if obj else None
+    if engine is not None:
+        compile_stats["disk_hits"] += 1
+    else:
+        engine, obj = _build(text)
+        compile_stats["builds"] += 1
+        if obj:
+            disk_cache.store(key, obj)
+    with _engines_lock:
+        _ENGINES[key] = engine
+        while len(_ENGINES) > _ENGINES_KEPT:
+            _ENGINES.popitem(last=False)
+    return engine
+
+
+def clear_memory_cache() -> None:
+    """Forget compiled engines kept in memory (executables keep theirs); the disk cache
+    stays. A later compile of the same program then reads the disk cache, as a new
+    process would."""
+    with _engines_lock:
+        _ENGINES.clear()
+
+
+_ENTRY = ctypes.CFUNCTYPE(None, ctypes.POINTER(ctypes.c_void_p))
+
+
+class LLVMExecutable:
+    """A compiled program: call it with NumPy arrays, get the output arrays (read-only views
+    of pooled memory, returned to the pool when dropped)."""
+
+    def __init__(self, program: Program):
+        self.program = program
+        self.module = module_ir(program)
+        self.engine = compiled_engine(self.module)
+        segments = [a for a in program.actions if isinstance(a, Segment)]
+        self.runners = [self._runner(i, seg) for i, seg in enumerate(segments)]
+        self.aliases = alias_plan(program)
+        self._direct = self._direct_plan()
+
+    def _runner(self, i: int, seg: Segment) -> Any:
+        """What runs segment i on a buffer table: its `segN` entry when it is one serial
+        part, else the parts in order, parallel ones on the thread pool."""
+        parts = segment_parts(self.program, seg)
+        names = entry_names(i, parts)
+        if names == [f"seg{i}"]:
+            return _ENTRY(self.engine.get_function_address(names[0]))
+        entries = [(PART_ENTRY(self.engine.get_function_address(name)),
+                    part.stop - part.first, part.parallel)
+                   for name, part in zip(names, parts, strict=True)]
+        return functools.partial(run_parts, entries)
+
+    def _new(self, var: Var, blocks: list[np.ndarray]) -> np.ndarray:
+        b = self.program.buffer_of.get(id(var))
+        if b is None:
+            return POOL.array(var.aval.shape, var.aval.dtype.np)
+        nbytes = var.aval.size * var.aval.dtype.itemsize
+        return blocks[b][:nbytes].view(var.aval.dtype.np).reshape(var.aval.shape)
+
+    def __call__(self, *arrays: Any) -> list[np.ndarray]:
+        if self._direct is not None and len(arrays) == len(self._direct[0]):
+            return self._run_direct(arrays)
+        return self._run(arrays, {})
+
+    def _direct_plan(self) -> Any:
+        """For a program that is one native segment writing each output directly (no host
+        steps, no intermediates): (input dtypes, output avals, table order), else None."""
+        program, jaxpr = self.program, self.program.jaxpr
+        if len(program.actions) != 1 or not isinstance(program.actions[0], Segment) \
+                or program.buffer_bytes:
+            return None
+        seg = program.actions[0]
+        outs = jaxpr.outvars
+        if not all(isinstance(v, Var) for v in outs) or len({id(v) for v in outs}) != \
+                len(outs) or {id(v) for v in seg.allocs} != {id(v) for v in outs}:
+            return None
+        position = {id(v): i for i, v in enumerate(list(jaxpr.invars) + list(outs))}
+        if any(id(v) not in position for v in seg.table):
+            return None
+        return ([v.aval.dtype.np for v in jaxpr.invars],
+                [(v.aval.shape, v.aval.dtype.np) for v in outs],
+                [position[id(v)] for v in seg.table], ctypes.c_void_p * len(seg.table))
+
+    def _run_direct(self, arrays: Any) -> list[np.ndarray]:
+        """The lean call path of `_direct_plan` programs (what a small jitted call costs)."""
+        in_dtypes, out_specs, order, table_type = self._direct
+        ins = [a if type(a) is np.ndarray and a.dtype == dt and a.flags.c_contiguous
+               else _as_c(a, dt) for a, dt in zip(arrays, in_dtypes)]
+        pointers = [_address(a) for a in ins]
+        outs = []
+        for shape, dt in out_specs:
+            out, address = _new_output(shape, dt)
+            outs.append(out)
+            pointers.append(address)
+        self.runners[0](table_type(*[pointers[i] for i in order]))
+        for out in outs:
+            out.flags.writeable = False
+        return outs
+
+    exclusively_owned = staticmethod(exclusively_owned)
+
+    def call_donated(self, arrays: list[Any], reusable: list[bool]) -> list[np.ndarray]:
+        """Call with `arrays`, where `reusable[i]` says that nothing but this call sees
+        `arrays[i]`: an output may then be written into that array and returned as it."""
+        given: dict[int, np.ndarray] = {}
+        free = [i for i, ok in enumerate(reusable) if ok]
+        for out_id, candidates in self.aliases.items():
+            i = next((i for i in candidates if i in free), None)
+            if i is not None:
+                free.remove(i)
+                given[out_id] = arrays[i]
+        return self._run(arrays, given)
+
+    def _run(self, arrays: Any, given: dict[int, np.ndarray]) -> list[np.ndarray]:
+        jaxpr = self.program.jaxpr
+        env: dict[int, np.ndarray] = {}
+        if len(arrays) != len(jaxpr.invars):
+            raise TypeError(f"this executable takes {len(jaxpr.invars)} arrays, got "
+                            f"{len(arrays)}")
+        for v, a in zip(jaxpr.invars, arrays):
+            env[id(v)] = _c_array(a, v)
+        blocks = [POOL.take(n) for n in self.program.buffer_bytes]
+        try:
+            seg = 0
+            for action in self.program.actions:
+                if isinstance(action, HostStep):
+                    _run_host(action.eqn, env)
+                    continue
+                for v in action.allocs:
+                    env[id(v)] = given[id(v)] if id(v) in given else self._new(v, blocks)
+                table = (ctypes.c_void_p * len(action.table))(
+                    *[env[id(v)].ctypes.data for v in action.table])
+                self.runners[seg](table)
+                seg += 1
+            return [_read(a, env) for a in jaxpr.outvars]
+        finally:
+            env.clear()  # drop every view of the blocks before they go back
+            for block in blocks:
+                POOL.give(block)
+
+
+def _use_positions(program: Program) -> tuple[dict[int, int], dict[int, int]]:
+    """The first and the last step (kernel, library call or host step, counted in run
+    order) that reads or writes each value, by var id."""
+    first: dict[int, int] = {}
+    last: dict[int, int] = {}
+    pos = 0
+    for action in program.actions:
+        if isinstance(action, HostStep):
+            groups = [list(action.eqn.inputs) + list(action.eqn.outvars)]
+        else:
+            groups = [[action.table[s] for s in slots] for _, slots in action.calls]
+        for group in groups:
+            pos += 1
+            for v in group:
+                if isinstance(v, Var):
+                    first.setdefault(id(v), pos)
+                    last[id(v)] = pos
+    return first, last
+
+
+def alias_plan(program: Program) -> dict[int, list[int]]:
+    """For each output written by native code (by var id): the input positions whose array
+    it may be written into when donated. Same shape and dtype; the input is not an output
+    itself; and every use of the input comes in an earlier step than the output's write, so
+    no kernel ever sees both (their pointers are `noalias`)."""
+    jaxpr = program.jaxpr
+    first, last = _use_positions(program)
+    outs = {id(v) for v in jaxpr.outvars if isinstance(v, Var)}
+    written = {id(v) for a in program.actions if isinstance(a, Segment) for v in a.allocs}
+    plan: dict[int, list[int]] = {}
+    for v in jaxpr.outvars:
+        if not isinstance(v, Var) or id(v) not in written or id(v) in program.buffer_of:
+            continue
+        plan[id(v)] = [i for i, u in enumerate(jaxpr.invars)
+                       if u.aval.shape == v.aval.shape and u.aval.dtype == v.aval.dtype
+                       and id(u) not in outs and last.get(id(u), 0) < first.get(id(v), 0)]
+    return {k: c for k, c in plan.items() if c}
+
+
+_ADDRESSES: dict[int, tuple[Any, int]] = {}
+
+
+def _address(arr: np.ndarray) -> int:
+    """The data address of `arr`, remembered while `arr` lives (`arr.ctypes.data` costs a
+    microsecond or more, as much as a whole small kernel; callers pass the same arrays
+    again and again)."""
+    entry = _ADDRESSES.get(id(arr))
+    if entry is not None and entry[0]() is arr:
+        return entry[1]
+    address = arr.ctypes.data
+    try:
+        key = id(arr)
+        _ADDRESSES[key] = (weakref.ref(arr, lambda _, k=key: _ADDRESSES.pop(k, None)), address)
+    except TypeError:  # not weak-referenceable
+        pass
+    return address
+
+
+def _new_output(shape: tuple[int, ...], dtype: np.dtype) -> tuple[np.ndarray, int]:
+    """A fresh output array (pooled when large) and its address; the caller makes it
+    read-only once the native code has written it."""
+    if math.prod(shape) * dtype.itemsize >= MIN_POOLED_BYTES:
+        out = POOL.array(shape, dtype)
+        return out, out.ctypes.data
+    out = np.empty(shape, dtype)
+    return out, ctypes.addressof(ctypes.c_char.from_buffer(out)) if out.size else 0
+
+
+def _as_c(a: Any, dtype: np.dtype) -> np.ndarray:
+    arr = np.asarray(a, dtype=dtype)
+    return arr if arr.flags.c_contiguous else arr.copy(order="C")
+
+
+def _c_array(a: Any, var: Var) -> np.ndarray:
+    """`a` as a C-contiguous array of var's dtype (0-d stays 0-d; copies only if needed)."""
+    if type(a) is np.ndarray and a.flags.c_contiguous and a.dtype == var.aval.dtype.np:
+        return a
+    arr = np.asarray(a, dtype=var.aval.dtype.np)
+    return arr if arr.flags.c_contiguous else arr.copy(order="C")
+
+
+def _read(a: Any, env: dict[int, np.ndarray]) -> np.ndarray:
+    if isinstance(a, Literal):
+        return np.asarray(a.val, dtype=a.aval.dtype.np)
+    return env[id(a)]
+
+
+def _run_host(eqn: Eqn, env: dict[int, np.ndarray]) -> None:
+    """Evaluate one equation: a control-flow step with natively compiled sub-programs, any
+    other with its NumPy impl (the temporary fallback)."""
+    args = [_read(a, env) for a in eqn.inputs]
+    if eqn.primitive.name in CONTROL_FLOW:
+        loop = _native_loop(eqn)
+        outs = loop(args) if loop is not None else \
+            run_control(eqn, args, _compile_sub, HostRows())
+    else:
+        outs = eqn.primitive.impl_list(*args, **eqn.params)
+    for v, o in zip(eqn.outvars, outs, strict=True):
+        o = _c_array(o, v)
+        if any(np.may_share_memory(o, a) for a in args):
+            o = o.copy()  # an input's buffer may be reused by a later kernel
+        if o.shape != v.aval.shape:
+            raise RuntimeError(f"{eqn.primitive.name}: impl returned shape {o.shape}, "
+                               f"expected {v.aval.shape}")
+        env[id(v)] = o
+
+
+_LOOPS: weakref.WeakKeyDictionary[Eqn, Any] = weakref.WeakKeyDictionary()
+
+
+def _native_loop(eqn: Eqn) -> Any:
+    """The one-call native driver of a scan/while (llvm_loops.py), or None when its body
+    needs the host loop; built once per equation."""
+    if eqn not in _LOOPS:
+        from fgrad.lower.llvm.loops import native_loop
+        _LOOPS[eqn] = native_loop(eqn)
+    return _LOOPS[eqn]
+
+
+def _compile_sub(jaxpr: Jaxpr) -> Any:
+    """The llvm executable of a control-flow sub-jaxpr (compiled once, cached)."""
+    from fgrad.transforms.executables import executable_for
+    return executable_for(jaxpr, "llvm")
+
+
+def plan(jaxpr: Jaxpr) -> Program:
+    """The program of `jaxpr` for this CPU (float16 kernels only with F16C)."""
+    return program_lib.plan(jaxpr, half_native())
+
+
+def compile_llvm(jaxpr: Jaxpr) -> LLVMExecutable:
+    """The `llvm` backend compiler registered in fgrad.transforms.executables."""
+    return LLVMExecutable(plan(jaxpr))
+
+
+def describe(jaxpr: Jaxpr) -> str:
+    """The schedule, the kernel IR and the generated LLVM IR of `jaxpr`."""
+    program = plan(jaxpr)
+    parts = ["# schedule (llvm backend; host steps run the NumPy impl as a temporary "
+             "fallback until those primitives get native kernels)", str(program.schedule),
+             "# kernel IR"]
+    parts += [str(k) for k in program.kernels] or ["(no kernels)"]
+    parts += ["# threads", describe_threads(program)]
+    parts += ["# " + str(memory_report(program))]
+    parts += ["# LLVM IR (before optimization)", str(module_ir(program))]
+    for step in program.schedule.controls():
+        parts += [_describe_control(step.name, step.eqn)]
+    return "\n".join(parts)
+
+
+def _describe_control(name: str, eqn: Eqn) -> str:
+    """How a control-flow step runs, and the schedule of each of its sub-programs."""
+    from fgrad.lower.llvm.loops import native_loop
+    how = "host loop over native calls"
+    if eqn.primitive.name == "cond":
+        how = "the host picks the branch; only that branch's program runs"
+    elif native_loop(eqn) is not None:
+        how = "one native driver call (llvm_loops.py)"
+    subs = [(k, v) for k, v in eqn.params.items() if isinstance(v, Jaxpr)]
+    subs += [(f"branch {i}", b) for i, b in enumerate(eqn.params.get("branches", ()))]
+    lines = [f"# control-flow step {name}: {eqn.primitive.name}, {how}"]
+    for label, sub in subs:
+        lines += [f"## {name} {label}", str(plan(sub).schedule)]
+    return "\n".join(lines)
+
+
+compile_llvm.describe = describe  # type: ignore[attr-defined]

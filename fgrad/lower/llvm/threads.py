@@ -1,0 +1,394 @@
+"""Multi-threaded native segments of the llvm backend: which kernels split, how segments
+cut into parts, the parallel part's native entry, the thread pool.
+
+In: a segment's calls (kernels and library calls). Out: `plan_parts` (the segment cut into
+serial and parallel parts), `split_extent` (the outermost loop a kernel may split into
+chunks), `render_part` (a part's entry) and `POOL` (persistent worker threads that run a
+parallel part's entry alongside the calling thread).
+
+A kernel splits when its body is one loop whose iterations touch disjoint parts of every
+buffer the kernel writes (each access of a written buffer is `c*i + rest` with the same c for
+all of them and a `rest` spanning fewer than |c| elements), and it does enough work to pay
+for waking the workers. A store through a run-time index (a scatter's, whose rows may
+repeat) is never of that form, so such kernels run on one thread. Threads claim chunks of
+that loop from an atomic counter; any other kernel of a parallel part (small ones: those
+that cannot split and are large run in serial parts, e.g. full reductions to a scalar) is
+one chunk that a single thread claims. A call
+starts once every chunk of the previous one is done. Library calls (BLAS gemm, LAPACK) never
+enter a parallel part: OpenBLAS threads itself, so they run between parts on the calling
+thread while the workers sleep.
+"""
+from __future__ import annotations
+
+import ctypes
+import functools
+import os
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import llvmlite.binding as llvm
+from llvmlite import ir
+
+from fgrad import flags
+from fgrad.lower.kernel.index import Ix, Sym, ix_range
+from fgrad.lower.kernel.ir import AccUpdate, Expr, Kernel, Load, Loop, Op, Stmt, Store
+from fgrad.lower.kernel.program import Program, Segment
+
+MIN_PARALLEL_WORK = 1 << 18  # innermost iterations below which a kernel does not split
+I64 = ir.IntType(64)
+MAX_CHUNKS = 64  # a split loop is cut into at most this many chunks...
+MIN_CHUNK_WORK = 1 << 13  # ... of at least this many innermost iterations each
+SPINS_BEFORE_YIELD = 200
+
+# ---------------------------------------------------------------------------- planning
+
+
+def kernel_work(stmts: Sequence[Stmt]) -> int:
+    """Innermost iterations of a loop nest (each leaf statement counts 1)."""
+    return sum(s.sym.extent * kernel_work(s.body) if isinstance(s, Loop) else 1
+               for s in stmts)
+
+
+def _accesses(stmts: Sequence[Stmt], out: list[tuple[int, Ix]]) -> None:
+    """Every (buffer, index) a statement list loads or stores."""
+    seen: set[int] = set()
+
+    def expr(e: Expr) -> None:
+        if id(e) in seen:
+            return
+        seen.add(id(e))
+        if isinstance(e, Load):
+            out.append((e.buf, e.index))
+        elif isinstance(e, Op):
+            for a in e.args:
+                expr(a)
+
+    for s in stmts:
+        if isinstance(s, Loop):
+            _accesses(s.body, out)
+        elif isinstance(s, Store):
+            out.append((s.buf, s.index))
+            expr(s.value)
+        elif isinstance(s, AccUpdate):
+            expr(s.value)
+
+
+def _stride(index: Ix, sym: Sym) -> tuple[int, int, int] | None:
+    """(c, lo, hi): index == c*sym + rest with rest in [lo, hi] independent of sym; None
+    when sym occurs inside a division, modulo or clamp (or not at all)."""
+    if sym in index.nonlinear_syms():
+        return None
+    c = sum(k for a, k in index.terms if a == sym)
+    if c == 0:
+        return None
+    rest = Ix(tuple((a, k) for a, k in index.terms if a != sym), index.const)
+    lo, hi = ix_range(rest)
+    return c, lo, hi
+
+
+def _disjoint_iterations(kernel: Kernel, loop: Loop) -> bool:
+    """Whether distinct iterations of `loop` touch disjoint elements of every written
+    buffer (so chunks of it may run on different threads)."""
+    accesses: list[tuple[int, Ix]] = []
+    _accesses(loop.body, accesses)
+    spans: dict[int, tuple[int, int, int]] = {}
+    for buf, index in accesses:
+        if not kernel.params[buf].written:
+            continue
+        found = _stride(index, loop.sym)
+        if found is None:
+            return False
+        c, lo, hi = found
+        if buf in spans:
+            c0, lo0, hi0 = spans[buf]
+            if c0 != c:
+                return False
+            lo, hi = min(lo, lo0), max(hi, hi0)
+        spans[buf] = (c, lo, hi)
+    return all(hi - lo < abs(c) for c, lo, hi in spans.values())
+
+
+def split_extent(kernel: Kernel) -> int:
+    """The extent of the kernel's loop that threads may split into chunks, or 0 when the
+    kernel runs whole on one thread (not one loop, overlapping iterations, too little
+    work)."""
+    if len(kernel.body) != 1 or not isinstance(kernel.body[0], Loop):
+        return 0
+    loop = kernel.body[0]
+    if loop.sym.extent < 2 or kernel_work(kernel.body) < MIN_PARALLEL_WORK:
+        return 0
+    return loop.sym.extent if _disjoint_iterations(kernel, loop) else 0
+
+
+@dataclass(frozen=True)
+class Part:
+    """Calls [first, stop) of a segment; `parallel`: run by every thread of the pool."""
+
+    first: int
+    stop: int
+    parallel: bool
+
+
+def _kind(kernel: Kernel | None) -> str:
+    if kernel is None:
+        return "serial"  # a library call (BLAS threads itself)
+    if split_extent(kernel):
+        return "split"
+    return "small" if kernel_work(kernel.body) < MIN_PARALLEL_WORK else "serial"
+
+
+def plan_parts(calls: Sequence[tuple[str, Sequence[int]]], kernels: dict[str, Kernel]
+               ) -> list[Part]:
+    """Cut a segment's calls into parts: a parallel part is a run of kernels holding at least
+    one split kernel and otherwise only small ones; library calls and large kernels that
+    cannot split run in serial parts. One serial part when nothing splits."""
+    kinds = [_kind(kernels.get(name)) for name, _ in calls]
+    parts: list[Part] = []
+    i = 0
+    while i < len(kinds):
+        j = i + 1
+        if kinds[i] == "serial":
+            parallel = False
+        else:
+            while j < len(kinds) and kinds[j] != "serial":
+                j += 1
+            parallel = "split" in kinds[i:j]
+        if parts and not parallel and not parts[-1].parallel:
+            parts[-1] = Part(parts[-1].first, j, False)
+        else:
+            parts.append(Part(i, j, parallel))
+        i = j
+    return parts
+
+
+def chunking(kernel: Kernel | None) -> tuple[int, int, int]:
+    """(chunk count, iterations per chunk, loop extent) of a call in a parallel part: a split
+    kernel's loop in up to MAX_CHUNKS chunks of at least MIN_CHUNK_WORK innermost iterations
+    (threads claim chunks one by one, so one that the OS delays takes fewer); anything else
+    is 1 chunk (size and extent 0: the whole call)."""
+    extent = split_extent(kernel) if kernel is not None else 0
+    if not extent:
+        return 1, 0, 0
+    loop = kernel.body[0]
+    assert isinstance(loop, Loop)
+    per_iteration = max(1, kernel_work(loop.body))
+    size = max(-(-extent // MAX_CHUNKS), -(-MIN_CHUNK_WORK // per_iteration))
+    size = min(size, extent)
+    return -(-extent // size), size, extent
+
+
+def segment_parts(program: Program, seg: Segment) -> list[Part]:
+    """`plan_parts` of one segment of a program."""
+    return plan_parts(seg.calls, {k.name: k for k in program.kernels})
+
+
+def describe_threads(program: Program) -> str:
+    """One line per parallel part: which kernels split, over how many threads."""
+    kernels = {k.name: k for k in program.kernels}
+    lines = []
+    segments = [a for a in program.actions if isinstance(a, Segment)]
+    for i, seg in enumerate(segments):
+        for k, part in enumerate(segment_parts(program, seg)):
+            if not part.parallel:
+                continue
+            split = [f"{name} over {split_extent(kernels[name])}"
+                     for name, _ in seg.calls[part.first:part.stop]
+                     if name in kernels and split_extent(kernels[name])]
+            lines.append(f"seg{i}_p{k}: threads={flags.num_threads()}, split {', '.join(split)}")
+    return "\n".join(lines) or "(every segment runs on one thread)"
+
+
+# ---------------------------------------------------------------------------- rendering
+
+_symbols: list[str] = []
+
+
+def register_symbols() -> None:
+    """Make `fgrad_sched_yield` (libc's sched_yield) resolvable by MCJIT; idempotent."""
+    if _symbols:
+        return
+    libc = ctypes.CDLL(None)
+    llvm.add_symbol("fgrad_sched_yield", ctypes.cast(libc.sched_yield, ctypes.c_void_p).value)
+    _symbols.append("fgrad_sched_yield")
+
+
+def _i64(v: int) -> ir.Constant:
+    return ir.Constant(I64, v)
+
+
+def render_wait(module: ir.Module) -> ir.Function:
+    """`void fgrad_wait(i64* counter, i64 target)`: return once *counter >= target
+    (acquire). Spins with `pause`, yielding the CPU every SPINS_BEFORE_YIELD looks."""
+    if "fgrad_wait" in module.globals:
+        return module.globals["fgrad_wait"]
+    register_symbols()
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [I64.as_pointer(), I64]),
+                     name="fgrad_wait")
+    fn.linkage = "internal"
+    counter, target = fn.args
+    entry, look, spin, yielding, done = (fn.append_basic_block(n)
+                                         for n in ("entry", "look", "spin", "yield", "done"))
+    b = ir.IRBuilder(entry)
+    b.branch(look)
+    b.position_at_end(look)
+    spins = b.phi(I64, name="spins")
+    now = b.load_atomic(counter, "acquire", 8)
+    b.cbranch(b.icmp_signed(">=", now, target), done, spin)
+    b.position_at_end(spin)
+    _pause(module, b)
+    more = b.add(spins, _i64(1))
+    b.cbranch(b.icmp_signed("<", more, _i64(SPINS_BEFORE_YIELD)), look, yielding)
+    b.position_at_end(yielding)
+    sched_yield = ir.Function(module, ir.FunctionType(ir.IntType(32), []),
+                              name="fgrad_sched_yield")
+    b.call(sched_yield, [])
+    b.branch(look)
+    spins.add_incoming(_i64(0), entry)
+    spins.add_incoming(more, spin)
+    spins.add_incoming(_i64(0), yielding)
+    b.position_at_end(done)
+    b.ret_void()
+    return fn
+
+
+def _pause(module: ir.Module, b: ir.IRBuilder) -> None:
+    """The x86 spin-wait hint (nothing on other CPUs)."""
+    if llvm.get_process_triple().startswith(("x86_64", "i686", "i386")):
+        pause = module.globals.get("llvm.x86.sse2.pause") or ir.Function(
+            module, ir.FunctionType(ir.VoidType(), []), name="llvm.x86.sse2.pause")
+        b.call(pause, [])
+
+
+EmitCall = Callable[[ir.IRBuilder, int, "tuple[ir.Value, ir.Value] | None"], None]
+
+
+def render_part(module: ir.Module, name: str, part: Part,
+                chunks: Sequence[tuple[int, int, int]], emit_call: EmitCall) -> ir.Function:
+    """`void name(i8** buffers, i64 thread, i64* state)` running calls [part.first,
+    part.stop) of a segment; `emit_call(b, n, chunk)` emits call n (on iterations
+    [lo, hi) of its loop when `chunk`). In a parallel part every thread runs it at once:
+    call j's chunks are claimed from the counter state[16j] and counted done in
+    state[16j + 8] (own cache lines); a thread starts on call j once every chunk of call j-1
+    is done, and thread 0 returns once the last call is done. A thread that comes late finds
+    nothing left to claim. `chunks[n]` is call n's `chunking`."""
+    i8pp = ir.IntType(8).as_pointer().as_pointer()
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [i8pp, I64, I64.as_pointer()]),
+                     name=name)
+    fn.args[0].name, fn.args[1].name, fn.args[2].name = "buffers", "thread", "state"
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    if not part.parallel:
+        for n in range(part.first, part.stop):
+            emit_call(b, n, None)
+        b.ret_void()
+        return fn
+    wait = render_wait(module)
+    state = fn.args[2]
+    for j, n in enumerate(range(part.first, part.stop)):
+        if j:
+            b.call(wait, [b.gep(state, [_i64(16 * j - 8)]), _i64(chunks[n - 1][0])])
+        claim, done = b.gep(state, [_i64(16 * j)]), b.gep(state, [_i64(16 * j + 8)])
+        _claim_loop(b, claim, done, chunks[n], functools.partial(emit_call, b, n))
+    with b.if_then(b.icmp_signed("==", fn.args[1], _i64(0))):
+        last = part.stop - part.first - 1
+        b.call(wait, [b.gep(state, [_i64(16 * last + 8)]), _i64(chunks[part.stop - 1][0])])
+    b.ret_void()
+    return fn
+
+
+def _claim_loop(b: ir.IRBuilder, claim: ir.Value, done: ir.Value,
+                chunks: tuple[int, int, int],
+                body: Callable[[tuple[ir.Value, ir.Value] | None], None]) -> None:
+    """while (c = claim++) < count: body(chunk c); done++ (release)."""
+    count, size, extent = chunks
+    fn = b.function
+    head, work, out = (fn.append_basic_block(n) for n in ("claim", "chunk", "claimed"))
+    b.branch(head)
+    b.position_at_end(head)
+    c = b.atomic_rmw("add", claim, _i64(1), "monotonic")
+    b.cbranch(b.icmp_signed("<", c, _i64(count)), work, out)
+    b.position_at_end(work)
+    if size:
+        lo = b.mul(c, _i64(size))
+        end = b.add(lo, _i64(size))
+        body((lo, b.select(b.icmp_signed("<", end, _i64(extent)), end, _i64(extent))))
+    else:
+        body(None)
+    b.atomic_rmw("add", done, _i64(1), "release")
+    b.branch(head)
+    b.position_at_end(out)
+
+
+# ---------------------------------------------------------------------------- running
+
+PartEntry = Callable[[Any, int, Any], None]  # a part's ctypes entry(table, thread, state)
+PART_ENTRY = ctypes.CFUNCTYPE(None, ctypes.POINTER(ctypes.c_void_p), ctypes.c_int64,
+                              ctypes.POINTER(ctypes.c_int64))
+
+
+def new_state(calls: int) -> Any:
+    """Zeroed counters for one run of a parallel part of `calls` calls."""
+    return (ctypes.c_int64 * (16 * calls))()
+
+
+class ThreadPool:
+    """Persistent worker threads that join parallel parts: `run` posts a part and runs it
+    on the calling thread too. Correctness never waits on a worker (the caller alone claims
+    every chunk if it must), so concurrent callers need no lock: workers take the newest
+    posted part, and one that wakes late finds its part finished."""
+
+    def __init__(self) -> None:
+        self._wake = threading.Condition()
+        self._job: tuple[PartEntry, Any, Any, int] | None = None
+        self._generation = 0
+        self._workers: list[threading.Thread] = []
+        self._pid = os.getpid()
+        self.runs = 0  # parallel runs so far (tests check that threads were used)
+
+    def run(self, entry: PartEntry, table: Any, state: Any, nthreads: int) -> None:
+        """entry(table, t, state) on threads t = 0 (this one) .. nthreads-1."""
+        self._start_workers(nthreads - 1)
+        with self._wake:
+            self._job = (entry, table, state, nthreads)
+            self._generation += 1
+            self._wake.notify_all()
+        entry(table, 0, state)
+        self.runs += 1
+
+    def _start_workers(self, count: int) -> None:
+        if self._pid != os.getpid():  # a forked child has none of its parent's threads
+            self._workers, self._pid = [], os.getpid()
+        while len(self._workers) < count:
+            t = len(self._workers) + 1
+            worker = threading.Thread(target=self._work, args=(t,), daemon=True,
+                                      name=f"fgrad-llvm-{t}")
+            worker.start()
+            self._workers.append(worker)
+
+    def _work(self, thread: int) -> None:
+        seen = 0
+        while True:
+            with self._wake:
+                while self._generation == seen:
+                    self._wake.wait()
+                seen = self._generation
+                entry, table, state, nthreads = self._job  # type: ignore[misc]
+            if thread < nthreads:
+                entry(table, thread, state)
+
+
+POOL = ThreadPool()
+
+
+def run_parts(parts: Sequence[tuple[PartEntry, int, bool]], table: Any) -> None:
+    """Run a segment's parts in order, each (entry, calls, parallel): parallel ones on
+    `flags.num_threads()` threads (fresh counters each run), serial ones here."""
+    nthreads = flags.num_threads()
+    for entry, calls, parallel in parts:
+        if not parallel:
+            entry(table, 0, None)
+        elif nthreads > 1:
+            POOL.run(entry, table, new_state(calls), nthreads)
+        else:
+            entry(table, 0, new_state(calls))

@@ -1,0 +1,166 @@
+"""Expansion: rewrite primitives without kernels into primitives that lower natively.
+
+In: a Jaxpr (the program `plan` is about to schedule). Out: an equivalent Jaxpr with the
+same invars in which every equation of a primitive in `EXPANDERS` is replaced:
+- call-like primitives (nested jit, checkpoint, custom_jvp_call, custom_vjp_call) are
+  inlined: the body's invars are substituted by the equation's inputs and the body is
+  expanded recursively;
+- argmax/argmin, cumsum/cumprod/cummax/cummin and sort are staged from the functions in
+  expand_math.py (elementwise, movement and reduction primitives only) and inlined;
+- dot_general on dtypes BLAS lacks (integer, bool, float16) becomes a fused multiply and
+  reduce_sum (expand_dot.py);
+- custom_lin has no evaluation semantics: expanding it raises its impl's TypeError.
+Equations on bfloat16 keep their host step (every bfloat16 equation is one anyway). The
+input Jaxpr object itself comes back when nothing matched (executables are cached by its
+identity). Expanded outputs keep the variables of the replaced equation where they can,
+so names in the schedule printout still match the user's jaxpr.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from fgrad.core.dtypes import dtypes
+from fgrad.core.ir import Atom, Eqn, Jaxpr, Literal, SourceInfo, Var
+from fgrad.core.staging import trace_to_jaxpr
+from fgrad.core.trace import current_trace
+from fgrad.lower.schedule import expand_dot
+from fgrad.lower.schedule import expand_math
+
+Env = dict[int, Atom]
+Expander = Callable[["_Expansion", Eqn, list[Atom], list[Var]], list[Atom]]
+
+
+def _call_body(eqn: Eqn) -> Jaxpr:
+    body = eqn.params["jaxpr"] if "jaxpr" in eqn.params else eqn.params["call"]
+    if body.constvars or len(body.invars) != len(eqn.inputs):
+        raise ValueError(f"expand: {eqn.primitive.name} body must take its constants as "
+                         f"leading invars")
+    return body
+
+
+def _inline_call(ex: _Expansion, eqn: Eqn, ins: list[Atom], outs: list[Var]) -> list[Atom]:
+    return ex.inline(_call_body(eqn), ins, outs, None)
+
+
+def _staged(fn: Callable[..., list[Any]]) -> Expander:
+    def expander(ex: _Expansion, eqn: Eqn, ins: list[Atom], outs: list[Var]) -> list[Atom]:
+        return ex.inline(_stage(fn, eqn), ins, outs, eqn.source)
+    return expander
+
+
+def _no_semantics(ex: _Expansion, eqn: Eqn, ins: list[Atom], outs: list[Var]) -> list[Atom]:
+    eqn.primitive.impl(**eqn.params)  # raises the TypeError that explains why
+    raise TypeError(f"{eqn.primitive.name} cannot be compiled")
+
+
+CALL_LIKE = ("jit", "checkpoint", "custom_jvp_call", "custom_vjp_call")
+EXPANDERS: dict[str, Expander] = {
+    **{name: _inline_call for name in CALL_LIKE}, "custom_lin": _no_semantics,
+    "argmax": _staged(expand_math.arg_extremum("max")),
+    "argmin": _staged(expand_math.arg_extremum("min")),
+    **{kind: _staged(expand_math.cumulative(kind))
+       for kind in ("cumsum", "cumprod", "cummax", "cummin")},
+    "sort": _staged(expand_math.bitonic_sort),
+    "dot_general": _staged(expand_dot.dot_as_reduction),
+}
+
+EXPANSIONS: dict[str, str] = {
+    "jit": "the nested jaxpr's equations (inlined)",
+    "checkpoint": "the rematerialized function's equations (inlined)",
+    "custom_jvp_call": "the primal function's equations (inlined)",
+    "custom_vjp_call": "the primal function's equations (inlined)",
+    "argmax": "reduce_max, eq/is_nan and a reduce_min of iota (the first maximum)",
+    "argmin": "reduce_min, eq/is_nan and a reduce_min of iota (the first minimum)",
+    **{kind: "a log2(n)-pass prefix scan of pad/slice and elementwise ops"
+       for kind in ("cumsum", "cumprod", "cummax", "cummin")},
+    "sort": "a bitonic network of reshape/rev and elementwise compare-exchanges",
+}  # dot_general is a gemm; only the dtypes gemm lacks expand (see expand_dot.py)
+NO_SEMANTICS = ("custom_lin: compiling it raises its impl's TypeError (a custom_vjp "
+                "function's tangent map has no evaluation semantics)")
+
+
+def _applies(eqn: Eqn) -> bool:
+    name = eqn.primitive.name
+    if name not in EXPANDERS:
+        return False
+    if name in CALL_LIKE or name == "custom_lin":
+        return True
+    if name == "dot_general" and not expand_dot.needs_expansion(eqn):
+        return False  # a gemm (BLAS on llvm, a tiled kernel on opencl)
+    avals = [a.aval for a in eqn.inputs] + [v.aval for v in eqn.outvars]
+    return all(a.dtype != dtypes.bfloat16 for a in avals)
+
+
+def _stage(fn: Callable[..., list[Any]], eqn: Eqn) -> Jaxpr:
+    """`fn` on the equation's input avals and params, staged into a const-free Jaxpr."""
+    def body(*xs: Any) -> tuple[list[Any], None]:
+        return list(fn(*xs, **eqn.params)), None
+
+    closed, _ = trace_to_jaxpr(body, [a.aval for a in eqn.inputs], current_trace(),
+                               f"expand({eqn.primitive.name})")
+    if closed.jaxpr.constvars:
+        raise AssertionError(f"expand: the {eqn.primitive.name} expansion staged array "
+                             f"constants; build them from iota or broadcast scalars")
+    return closed.jaxpr
+
+
+class _Expansion:
+    """The equations of the expanded jaxpr, emitted in program order."""
+
+    def __init__(self) -> None:
+        self.eqns: list[Eqn] = []
+
+    def emit(self, eqns: Sequence[Eqn], env: Env, rename: dict[int, Var] | None,
+             source: SourceInfo | None) -> None:
+        """Emit `eqns` with inputs substituted through `env`. `rename` None: keep each
+        equation's own outvars (the top level); else give every output a fresh Var, or
+        the Var `rename` names for it. `env` learns each output's atom."""
+        for eqn in eqns:
+            ins = [_subst(a, env) for a in eqn.inputs]
+            outs = list(eqn.outvars) if rename is None else \
+                [rename.get(id(v)) or Var(v.aval) for v in eqn.outvars]
+            if _applies(eqn):
+                results = EXPANDERS[eqn.primitive.name](self, eqn, ins, outs)
+            else:
+                self.eqns.append(self._copy(eqn, ins, outs, source))
+                results = list(outs)
+            for v, r in zip(eqn.outvars, results, strict=True):
+                if r is not v:
+                    env[id(v)] = r
+
+    @staticmethod
+    def _copy(eqn: Eqn, ins: list[Atom], outs: list[Var], source: SourceInfo | None) -> Eqn:
+        same = all(a is b for a, b in zip(ins, eqn.inputs, strict=True)) and all(
+            a is b for a, b in zip(outs, eqn.outvars, strict=True))
+        if same and source is None:
+            return eqn
+        return Eqn(eqn.primitive, ins, eqn.params, outs, source or eqn.source)
+
+    def inline(self, body: Jaxpr, ins: list[Atom], outs: list[Var],
+               source: SourceInfo | None) -> list[Atom]:
+        """Emit `body` applied to `ins`; the atoms of its outputs. An output computed by
+        the body is written to the matching Var of `outs` (the first time it appears)."""
+        env: Env = {id(v): a for v, a in zip(body.invars, ins, strict=True)}
+        produced = {id(v) for e in body.eqns for v in e.outvars}
+        rename: dict[int, Var] = {}
+        for v, out in zip(body.outvars, outs, strict=True):
+            if isinstance(v, Var) and id(v) in produced and id(v) not in rename:
+                rename[id(v)] = out
+        self.emit(body.eqns, env, rename, source)
+        return [_subst(a, env) for a in body.outvars]
+
+
+def _subst(a: Atom, env: Env) -> Atom:
+    return a if isinstance(a, Literal) else env.get(id(a), a)
+
+
+def expand(jaxpr: Jaxpr) -> Jaxpr:
+    """`jaxpr` with every equation in EXPANDERS rewritten (module docstring); `jaxpr`
+    itself when there is none."""
+    if not any(_applies(e) for e in jaxpr.eqns):
+        return jaxpr
+    ex, env = _Expansion(), {}
+    ex.emit(jaxpr.eqns, env, None, None)
+    outvars = [_subst(a, env) for a in jaxpr.outvars]
+    return Jaxpr(list(jaxpr.constvars), list(jaxpr.invars), ex.eqns, outvars)

@@ -1,0 +1,244 @@
+"""The llvm backend kernel by kernel: every elementwise primitive, cast and select against
+its NumPy impl; polynomial transcendentals in ulps; the kernel IR printer, checker and
+index algebra; vectorization of fused loops.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+from llvm_helpers import HALF, assert_native, close, llvm, sched_of, w1
+
+import fgrad
+from fgrad import Tensor, dtypes
+from fgrad.core import prims
+from fgrad.core.dtypes import DType
+from fgrad.core.ir import ShapedArray
+from fgrad.core.primitive import REGISTRY
+from fgrad.lower.kernel import index as ixa
+from fgrad.lower.kernel.build import build_kernel
+from fgrad.lower.kernel.ir import Kernel, KernelIRError, Load, Loop, Param, Store, check_kernel
+from fgrad.lower.llvm.runtime import optimized_ir, plan
+from fgrad.lower.schedule.partition import BINARY, ELEMENTWISE, HALF_FROM, UNARY
+from fgrad.transforms.jit_prim import open_jaxpr
+
+RNG = np.random.default_rng(1)
+
+
+# ---------------------------------------------------------------------------- primitive table
+
+
+ALL_DTYPES = [dtypes.bool, dtypes.int8, dtypes.int16, dtypes.int32, dtypes.int64,
+              dtypes.uint8, dtypes.uint16, dtypes.uint32, dtypes.uint64, dtypes.float16,
+              dtypes.float32, dtypes.float64]
+SPECIAL = [-np.inf, -100, -10, -2.5, -1, -0.5, -1e-5, -0.0, 0.0, 1e-5, 0.3, 0.5, 1, 1.5, 2.5,
+           10, 100, np.inf, np.nan]
+APPROX = {"exp", "log", "sin", "cos", "tan", "tanh", "logistic", "log1p", "expm1", "erf",
+          "pow", "atan2"}
+RTOL = {"half": 1e-3, "float": 1e-6, "double": 1e-13}
+ATOL = {"half": 1e-4, "float": 1e-7, "double": 1e-15}
+COVERED_ELSEWHERE = {"convert_element_type", "bitcast_convert_type", "select"}
+
+
+def sample(dtype: DType, n: int, rng: np.random.Generator) -> np.ndarray:
+    """Edge values first, then random ones, n in all."""
+    if dtype == dtypes.bool:
+        return rng.integers(0, 2, n).astype(bool)
+    if dtype.is_float:
+        with np.errstate(over="ignore"):
+            vals = np.array(SPECIAL + list(rng.standard_normal(n) * 3)).astype(dtype.np)
+        return rng.permutation(vals)[:n]
+    info = np.iinfo(dtype.np)
+    edges = np.array([info.min, info.max, 0, 1, 2, info.max - 1, info.min + 1], dtype.np)
+    small = rng.integers(max(info.min, -20), min(info.max, 20), n, endpoint=True)
+    wide = rng.integers(info.min, info.max, n, dtype=dtype.np, endpoint=True)
+    vals = np.concatenate([edges, small.astype(dtype.np), wide])
+    return rng.permutation(vals)[:n]
+
+
+def _accepts(prim: Any, arity: int, dtype: DType) -> bool:
+    try:
+        prim.abstract_eval(*[ShapedArray((4,), dtype)] * arity)
+    except TypeError:
+        return False
+    return True
+
+
+TABLE = [(name, dt) for name in sorted(ELEMENTWISE - COVERED_ELSEWHERE) for dt in ALL_DTYPES
+         if _accepts(REGISTRY[name], 1 if name in UNARY else 2, dt)]
+
+
+def test_table_covers_every_native_elementwise_primitive() -> None:
+    assert {name for name, _ in TABLE} == ELEMENTWISE - COVERED_ELSEWHERE
+    assert UNARY | BINARY | {"select"} == ELEMENTWISE
+
+
+@pytest.mark.parametrize("name,dtype", TABLE, ids=[f"{n}-{d.short}" for n, d in TABLE])
+def test_elementwise_primitive_matches_numpy_impl(name: str, dtype: DType) -> None:
+    prim = REGISTRY[name]
+    rng = np.random.default_rng(len(name))
+    arity = 1 if name in UNARY else 2
+    n = 64 if arity == 1 else 400
+    args = [sample(dtype, n, rng) for _ in range(arity)]
+    fn = lambda *xs: prim.bind(*xs)  # noqa: E731
+    if HALF or dtype != dtypes.float16:
+        assert_native(fn, *[Tensor(a) for a in args])
+    got = llvm(fn, *[Tensor(a) for a in args]).numpy()
+    aval = prim.abstract_eval(*[ShapedArray(a.shape, dtype) for a in args])
+    want = np.asarray(prim.impl(*args)).astype(aval.dtype.np)  # scipy gives f64 for f16
+    assert got.dtype == want.dtype and got.shape == want.shape
+    if name in APPROX and dtype.is_float:
+        close(got, want, RTOL[dtype.name], ATOL[dtype.name])
+    else:
+        np.testing.assert_array_equal(got, want)
+
+
+CASTS = [(s, d) for s in ALL_DTYPES for d in ALL_DTYPES if d != dtypes.float16 or s in HALF_FROM]
+
+
+@pytest.mark.parametrize("src,dst", CASTS, ids=[f"{s.short}-{d.short}" for s, d in CASTS])
+def test_convert_matches_numpy_impl(src: DType, dst: DType) -> None:
+    x = sample(src, 80, np.random.default_rng(src.itemsize))
+    with np.errstate(over="ignore"):
+        if src.is_float:
+            x[:12] = np.array([1e10, -1e10, 3e9, -3e9, 255.9, -128.5, 65504, 7e4, 0.5, -0.5,
+                               2.0 ** 63, -(2.0 ** 63)]).astype(src.np)
+        want = prims.convert_p.impl(x, new_dtype=dst)
+    fn = lambda t: prims.convert(t, dst)  # noqa: E731
+    if HALF or dtypes.float16 not in (src, dst):
+        assert_native(fn, Tensor(x))
+    np.testing.assert_array_equal(llvm(fn, Tensor(x)).numpy(), want)
+
+
+BITCASTS = [(s, d) for s in ALL_DTYPES for d in ALL_DTYPES if s != d and s.itemsize == d.itemsize
+            and dtypes.bool not in (s, d) and dtypes.float16 not in (s, d)]
+
+
+@pytest.mark.parametrize("src,dst", BITCASTS, ids=[f"{s.short}-{d.short}" for s, d in BITCASTS])
+def test_bitcast_keeps_bits(src: DType, dst: DType) -> None:
+    x = sample(src, 40, np.random.default_rng(3))
+    got = llvm(lambda t: prims.bitcast(t, dst) , Tensor(x)).numpy()
+    bits = np.dtype(f"u{src.itemsize}")
+    np.testing.assert_array_equal(got.view(bits), x.view(bits))
+
+
+@pytest.mark.parametrize("dtype", ALL_DTYPES, ids=lambda d: d.short)
+def test_select_every_dtype(dtype: DType) -> None:
+    rng = np.random.default_rng(5)
+    c, x, y = rng.integers(0, 2, 50).astype(bool), sample(dtype, 50, rng), sample(dtype, 50, rng)
+    got = llvm(lambda a, b, d: prims.select(a, b, d), Tensor(c), Tensor(x), Tensor(y))
+    np.testing.assert_array_equal(got.numpy(), np.where(c, x, y))
+
+
+# ---------------------------------------------------------------------------- IR details
+
+
+PINNED = """schedule: 1 kernel, 0 host steps
+  k0: kernel reduce axes=(1,) f32[4,3] (a) -> (f)  # reshape transpose exp pad reduce_sum
+kernel k0(out f:f32[4], in a:f32[6]):
+  for i0 in 0..4:
+    acc0:f32 = identity of add
+    for i1 in 0..3:
+      t0:bool = in_bounds (0 <= i0 <= 2) && (0 <= i1 - 1 <= 1)
+      t1:f32 = load a[clamp(i0 + 3*i1 - 3, 0, 5)]
+      t2:f32 = exp t1
+      t3:f32 = select t0 t2 0.0:f32
+      acc0 = add acc0 t3
+    f[i0] = acc0"""
+
+
+def _pinned_program(x: Tensor) -> Tensor:
+    y = prims.exp_p.bind(prims.transpose(prims.reshape(x, (2, 3)), (1, 0)))
+    return prims.reduce_sum(prims.pad(y, ((0, 1, 0), (1, 0, 0)), 0.0), (1,))
+
+
+def test_schedule_and_kernel_ir_print_as_pinned() -> None:
+    x = np.arange(6, dtype=np.float32) / 4
+    s = sched_of(_pinned_program, Tensor(x))
+    assert f"{s}\n{build_kernel(s, s.kernels()[0])[0]}" == PINNED
+    want = np.pad(np.exp(x.reshape(2, 3).T), ((0, 1), (1, 0))).sum(1)
+    close(llvm(_pinned_program, Tensor(x)), want.astype(np.float32), rtol=1e-6)
+
+
+def _eval_ix(e: ixa.Ix, env: dict) -> int:
+    total = e.const
+    for atom, c in e.terms:
+        if isinstance(atom, ixa.Sym):
+            v = env[atom]
+        else:
+            inner = _eval_ix(atom.arg, env)
+            v = (inner // atom.d if isinstance(atom, ixa.Div) else inner % atom.d
+                 if isinstance(atom, ixa.Mod) else min(max(inner, 0), atom.hi))
+        total += c * v
+    return total
+
+
+def test_index_algebra_is_exact_and_its_bounds_are_sound() -> None:
+    rng = np.random.default_rng(11)
+    i, j = ixa.Sym("i", 6), ixa.Sym("j", 10)
+    for _ in range(300):
+        ci, cj, c0 = (int(v) for v in rng.integers(-7, 8, 3))
+        d = int(rng.integers(1, 9))
+        base = ixa.add(ixa.scale(ixa.ix_sym(i), ci), ixa.scale(ixa.ix_sym(j), cj),
+                       ixa.ix_const(c0))
+        exprs = {"div": (ixa.floordiv(base, d), lambda v, d=d: v // d),
+                 "mod": (ixa.mod(base, d), lambda v, d=d: v % d),
+                 "clamp": (ixa.clamp(base, d), lambda v, d=d: min(max(v, 0), d)),
+                 "split": (ixa.add(ixa.scale(ixa.floordiv(base, d), d), ixa.mod(base, d)),
+                           lambda v: v)}
+        for e, ref in exprs.values():
+            lo, hi = ixa.ix_range(e)
+            for a in range(6):
+                for b in range(10):
+                    got = _eval_ix(e, {i: a, j: b})
+                    assert got == ref(ci * a + cj * b + c0) and lo <= got <= hi, str(e)
+    f = ixa.Sym("f", 24)
+    assert ixa.linearize(ixa.delinearize(ixa.ix_sym(f), (2, 3, 4)), (2, 3, 4)) == \
+        ixa.ix_sym(f)
+
+
+def test_check_kernel_rejects_out_of_bounds_and_unbound_indices() -> None:
+    i = ixa.Sym("i", 4)
+    params = (Param("out", (4,), dtypes.float32, True), Param("x", (3,), dtypes.float32, False))
+    bad = Load(1, ixa.ix_sym(i), dtypes.float32)
+    with pytest.raises(KernelIRError, match="outside the buffer"):
+        check_kernel(Kernel("k", params, (Loop(i, (Store(0, ixa.ix_sym(i), bad),)),)))
+    with pytest.raises(KernelIRError, match="unbound"):
+        check_kernel(Kernel("k", params, (Store(0, ixa.ix_sym(i), bad),)))
+    good = Load(1, ixa.clamp(ixa.ix_sym(i), 2), dtypes.float32)
+    check_kernel(Kernel("k", params, (Loop(i, (Store(0, ixa.ix_sym(i), good),)),)))
+
+
+def _ulps(got: np.ndarray, ref: np.ndarray, dtype: Any) -> float:
+    """Largest error in units of the last place of the correctly rounded reference."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        rounded = ref.astype(dtype)
+    assert np.array_equal(np.isnan(got), np.isnan(rounded))
+    assert np.array_equal(got[np.isinf(rounded)], rounded[np.isinf(rounded)])
+    finite = np.isfinite(rounded) & ~np.isnan(got)
+    unit = np.maximum(np.spacing(np.abs(rounded[finite])).astype(np.longdouble),
+                      np.finfo(dtype).smallest_subnormal)
+    return float(np.max(np.abs(got[finite].astype(np.longdouble) - ref[finite]) / unit))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["f32", "f64"])
+def test_polynomial_transcendentals_stay_within_3_ulp(dtype: Any) -> None:
+    x = np.concatenate([np.linspace(-120, 100, 20001), np.linspace(-1e-3, 1e-3, 2001),
+                        np.linspace(-760, 720, 10001),
+                        [np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-30, -1e-30, 1e-8]]).astype(dtype)
+    wide = x.astype(np.longdouble)
+    with np.errstate(over="ignore"):
+        refs = {"exp": np.exp(wide), "expm1": np.expm1(wide), "tanh": np.tanh(wide),
+                "logistic": 1 / (1 + np.exp(-wide))}
+    for name, ref in refs.items():
+        got = llvm(lambda t, p=REGISTRY[name]: p.bind(t), Tensor(x)).numpy()
+        assert _ulps(got, ref, dtype) <= 3.0, name
+        if name in ("expm1", "tanh"):  # odd at 0: the sign of zero is kept
+            np.testing.assert_array_equal(np.signbit(got[x == 0]), np.signbit(x[x == 0]))
+
+
+def test_fused_elementwise_kernel_is_vectorized() -> None:
+    jaxpr, _ = open_jaxpr(fgrad.make_jaxpr(w1)(Tensor(np.ones(4096, np.float32))))
+    text = optimized_ir(plan(jaxpr))
+    assert " x float>" in text and "call float @expf" not in text
