@@ -218,7 +218,8 @@ def convert(x: str, src: DType, dst: DType) -> str:
     if dst == dtypes.bool:
         return x if src == dtypes.bool else f"({x} != 0)"
     if src.is_float and not dst.is_float:
-        return f"convert_{to}_sat({x})"
+        # the spec's NaN -> 0 written out: some drivers (pocl 3.0) give INT_MIN
+        return f"(isnan({x}) ? ({to})0 : convert_{to}_sat({x}))"
     return x if to == reg_type(src) and src != dtypes.bool else f"(({to}){x})"
 
 
