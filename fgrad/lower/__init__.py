@@ -1,9 +1,9 @@
 """fgrad.lower: schedules, kernel IR and native backends for `fgrad.jit`.
 
 Importing this package registers the "llvm" compiler in fgrad.transforms.executables, and
-the "opencl" one when pyopencl is installed (opencl_runtime.py is imported on first use).
+the "opencl" one when pyopencl is installed (opencl/runtime.py is imported on first use).
 `jit(f, backend="llvm").lower(x).as_text()` prints the schedule, the kernel IR and the LLVM
-IR; see schedule.py for what fuses and which primitives still run as NumPy host steps.
+IR; see schedule/partition.py for what fuses and which primitives still run as NumPy host steps.
 """
 import importlib.util
 from typing import Any

@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Literal, Sequence, TypeVar, overload
+
+from typing_extensions import ParamSpec
 
 from fgrad.core import tree_util
 from fgrad.core.api_util import flatten_args, fn_name
@@ -12,6 +14,10 @@ from fgrad.core.tensor import Tensor
 from fgrad.transforms.transpose import linearize_flat
 
 ArgNums = int | Sequence[int]
+P = ParamSpec("P")
+R = TypeVar("R")
+Aux = TypeVar("Aux")
+PyTree = Any  # gradients have the pytree structure of the differentiated arguments
 
 
 def _flat_fn(fn: Callable[..., Any], in_tree: Any, out_box: list[Any],
@@ -102,10 +108,23 @@ def _check_float_args(fn: Callable[..., Any], args: Sequence[Any], nums: Sequenc
                                 f".cast(dtypes.float32) or exclude it from argnums")
 
 
-def value_and_grad(fn: Callable[..., Any], argnums: ArgNums = 0, has_aux: bool = False
-                   ) -> Callable[..., Any]:
-    """A function returning `(fn(*args), gradient)` (`((value, aux), grad)` with has_aux)."""
+@overload
+def value_and_grad(fn: Callable[P, R], argnums: ArgNums = 0, has_aux: Literal[False] = False
+                   ) -> Callable[P, tuple[R, PyTree]]: ...
 
+
+@overload
+def value_and_grad(fn: Callable[P, tuple[R, Aux]], argnums: ArgNums = 0, *,
+                   has_aux: Literal[True]) -> Callable[P, tuple[tuple[R, Aux], PyTree]]: ...
+
+
+def value_and_grad(fn: Callable[P, Any], argnums: ArgNums = 0, has_aux: bool = False
+                   ) -> Callable[P, Any]:
+    """A function returning `(fn(*args), gradient)` (`((value, aux), grad)` with has_aux)."""
+    return _value_and_grad(fn, argnums, has_aux)
+
+
+def _value_and_grad(fn: Callable[P, Any], argnums: ArgNums, has_aux: bool) -> Callable[P, Any]:
     @functools.wraps(fn)
     def value_and_grad_fn(*args: Any, **kwargs: Any) -> Any:
         nums = _argnums_tuple(argnums, len(args), fn)
@@ -133,10 +152,20 @@ def value_and_grad(fn: Callable[..., Any], argnums: ArgNums = 0, has_aux: bool =
     return value_and_grad_fn
 
 
-def grad(fn: Callable[..., Any], argnums: ArgNums = 0, has_aux: bool = False
-         ) -> Callable[..., Any]:
+@overload
+def grad(fn: Callable[P, Any], argnums: ArgNums = 0, has_aux: Literal[False] = False
+         ) -> Callable[P, PyTree]: ...
+
+
+@overload
+def grad(fn: Callable[P, tuple[Any, Aux]], argnums: ArgNums = 0, *, has_aux: Literal[True]
+         ) -> Callable[P, tuple[PyTree, Aux]]: ...
+
+
+def grad(fn: Callable[P, Any], argnums: ArgNums = 0, has_aux: bool = False
+         ) -> Callable[P, Any]:
     """The gradient of a scalar-valued `fn` with respect to argument(s) `argnums`."""
-    vg = value_and_grad(fn, argnums, has_aux)
+    vg = _value_and_grad(fn, argnums, has_aux)
 
     @functools.wraps(fn)
     def grad_fn(*args: Any, **kwargs: Any) -> Any:

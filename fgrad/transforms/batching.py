@@ -6,7 +6,9 @@ values — there is no Python loop over the batch.
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Sequence, TypeVar, cast
+
+from typing_extensions import ParamSpec
 
 from fgrad.core import tree_util
 from fgrad.core.api_util import flatten_args, fn_name
@@ -112,8 +114,12 @@ def _axis_size(fn: Callable[..., Any], leaves: list[Tensor], axes: list[int | No
     return size
 
 
-def vmap(fn: Callable[..., Any], in_axes: Any = 0, out_axes: Any = 0,
-         axis_size: int | None = None) -> Callable[..., Any]:
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def vmap(fn: Callable[P, R], in_axes: Any = 0, out_axes: Any = 0,
+         axis_size: int | None = None) -> Callable[P, R]:
     """Vectorize `fn` over axis `in_axes` of its arguments (pytree prefixes, None = broadcast),
     stacking outputs along `out_axes`."""
 
@@ -133,13 +139,13 @@ def vmap(fn: Callable[..., Any], in_axes: Any = 0, out_axes: Any = 0,
         ins = [_unmapped(r, x) if a is None else BatchTracer(trace, x, a)
                for r, x, a in zip(raw, leaves, axes, strict=True)]
         with set_current_trace(trace):
-            out = fn(*tree_util.tree_unflatten(in_tree, ins))
+            out = cast(Callable[..., Any], fn)(*tree_util.tree_unflatten(in_tree, ins))
         out_leaves, out_tree = tree_util.tree_flatten(out)
         o_axes = _broadcast_prefix(out_axes, out, "out_axes")
         results = [_finish(trace, o, a, size) for o, a in zip(out_leaves, o_axes, strict=True)]
         return tree_util.tree_unflatten(out_tree, results)
 
-    return batched
+    return cast(Callable[P, R], batched)
 
 
 def _unmapped(raw: Any, leaf: Tensor) -> Any:

@@ -9,7 +9,9 @@
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable
+from typing import Any, Callable, TypeVar, cast
+
+from typing_extensions import ParamSpec
 
 from fgrad.core import tree_util
 from fgrad.core.api_util import flatten_args, fn_name
@@ -236,7 +238,11 @@ custom_lin_p.batch = lambda args, dims, **params: (_custom_lin_impl(), None)
 
 # ---------------------------------------------------------------------------- checkpoint
 
-def checkpoint(fun: Callable[..., Any], prevent_cse: bool = True) -> Callable[..., Any]:
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def checkpoint(fun: Callable[P, R], prevent_cse: bool = True) -> Callable[P, R]:
     """`fun` with rematerialization: reverse mode stores only its inputs."""
 
     @functools.wraps(fun)
@@ -245,7 +251,7 @@ def checkpoint(fun: Callable[..., Any], prevent_cse: bool = True) -> Callable[..
         outs = remat_p.bind(*consts, *leaves, call=jaxpr)
         return tree_util.tree_unflatten(out_tree, outs)
 
-    return remat_fun
+    return cast(Callable[P, R], remat_fun)
 
 
 def _remat_jvp(primals: list[Any], tangents: list[Any], *, call: Jaxpr) -> tuple[list, list]:

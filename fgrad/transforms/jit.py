@@ -13,7 +13,9 @@ import functools
 import logging
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Generic, Sequence, TypeVar, overload
+
+from typing_extensions import ParamSpec
 
 from fgrad import flags
 from fgrad.core import tree_util
@@ -25,6 +27,8 @@ from fgrad.core.trace import current_trace
 from fgrad.transforms import executables
 from fgrad.transforms.jit_prim import call_closed, open_jaxpr
 
+P = ParamSpec("P")
+R = TypeVar("R")
 log = logging.getLogger("fgrad.jit")
 BACKENDS = ("numpy", "llvm", "opencl")
 _MISS = object()
@@ -77,10 +81,11 @@ class Lowered:
         return functools.partial(exe, *[c._data for c in consts])
 
 
-class JittedFunction:
-    """The callable returned by `jit`; also offers `lower`, `cache_info`, `clear_cache`."""
+class JittedFunction(Generic[P, R]):
+    """The callable returned by `jit`; also offers `lower`, `cache_info`, `clear_cache`.
+    Type checkers see it as `fn` itself: same parameters, same return type."""
 
-    def __init__(self, fn: Callable[..., Any], static_argnums: tuple[int, ...],
+    def __init__(self, fn: Callable[P, R], static_argnums: tuple[int, ...],
                  static_argnames: tuple[str, ...], donate_argnums: tuple[int, ...],
                  backend: str | None):
         self.fn, self.static_argnums = fn, static_argnums
@@ -153,7 +158,7 @@ class JittedFunction:
         if flags.log_retrace():
             log.warning("retracing %s: %s", fn_name(self.fn), self.last_retrace_reason)
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
         fast = self._fast_call(args, kwargs)
         if fast is not _MISS:
             return fast
@@ -210,7 +215,7 @@ class JittedFunction:
         return executables.call_donating(jaxpr, self._backend(), consts + leaves, mask,
                                          fn_name(self.fn))
 
-    def lower(self, *args: Any, **kwargs: Any) -> Lowered:
+    def lower(self, *args: P.args, **kwargs: P.kwargs) -> Lowered:
         """Stage for these arguments' signature; `.as_text()` / `.compile()` on the result."""
         closed, _, _ = self._lookup(args, kwargs)
         return Lowered(closed, self._backend(), fn_name(self.fn))
@@ -299,7 +304,19 @@ def explain_difference(prev: tuple, prev_descs: list[str], new: tuple,
     return f"static keyword arguments changed: {dict(prev[3])} -> {dict(new[3])}"
 
 
-def jit(fn: Callable[..., Any] | None = None, *, static_argnums: int | Sequence[int] = (),
+@overload
+def jit(fn: Callable[P, R], *, static_argnums: int | Sequence[int] = (),
+        static_argnames: str | Sequence[str] = (), donate_argnums: int | Sequence[int] = (),
+        backend: str | None = None) -> JittedFunction[P, R]: ...
+
+
+@overload
+def jit(fn: None = None, *, static_argnums: int | Sequence[int] = (),
+        static_argnames: str | Sequence[str] = (), donate_argnums: int | Sequence[int] = (),
+        backend: str | None = None) -> Callable[[Callable[P, R]], JittedFunction[P, R]]: ...
+
+
+def jit(fn: Callable[P, R] | None = None, *, static_argnums: int | Sequence[int] = (),
         static_argnames: str | Sequence[str] = (), donate_argnums: int | Sequence[int] = (),
         backend: str | None = None) -> Any:
     """Compile `fn` per abstract signature; usable as `@jit` or `jit(fn, ...)`.
@@ -316,7 +333,7 @@ def jit(fn: Callable[..., Any] | None = None, *, static_argnums: int | Sequence[
         raise ValueError(f"jit: arguments {sorted(both)} are both static and donated; a static "
                          f"argument has no buffer to donate, remove it from donate_argnums")
 
-    def wrap(f: Callable[..., Any]) -> JittedFunction:
+    def wrap(f: Callable[P, R]) -> JittedFunction[P, R]:
         return JittedFunction(f, as_tuple(static_argnums), as_tuple(static_argnames),
                               as_tuple(donate_argnums), backend)
 

@@ -11,8 +11,8 @@ reads inside the buffer. A gather maps its output index (i..., j...) to its oper
 (dyn(idx[i...]), j...): the row is read from the index operand at run time (a `Dyn` atom),
 so a gather fuses into its consumer like a slice. Loops run row-major over the domain;
 adjacent loops are collapsed into one whenever the innermost loop variable then stays affine
-(so it vectorizes). Row-fused steps (phases per row) are built by kernel_build_rows.py on
-these pieces, scatter steps by kernel_build_scatter.py.
+(so it vectorizes). Row-fused steps (phases per row) are built by kernel/build_rows.py on
+these pieces, scatter steps by kernel/build_scatter.py.
 """
 from __future__ import annotations
 
@@ -28,7 +28,8 @@ from fgrad.lower.kernel.index import (Ix, Sym, add, clamp, delinearize, floordiv
 from fgrad.lower.kernel.ir import (AccInit, AccRead, AccUpdate, Cond, Const, Expr, IndexPred,
                                    IndexValue, Kernel, Load, Loop, Op, Param, Stmt, Store,
                                    check_kernel, expr_syms, kernel_indices)
-from fgrad.lower.schedule.partition import REDUCE, KernelStep, Schedule, is_scatter_step, jaxpr_names
+from fgrad.lower.schedule.partition import (REDUCE, KernelStep, Schedule, is_scatter_step,
+                                            jaxpr_names)
 
 Index = tuple[Ix, ...]
 BOOL_COMBINE = {"add": "or", "mul": "and", "max": "or", "min": "and"}

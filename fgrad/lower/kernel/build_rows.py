@@ -1,6 +1,6 @@
 """Build the kernel IR of a row-fused kernel: per row, one loop over the row per phase.
 
-In: a `Schedule` and one of its row-fused `KernelStep`s (`step.phases`; see row_fusion.py).
+In: a `Schedule` and one of its row-fused `KernelStep`s (`step.phases`; see schedule/row_fusion.py).
 Out: a `Kernel` and the jaxpr Vars bound to its buffer parameters (outputs first, then
 inputs in first-use order), as `kernel_build.build_kernel` gives.
 

@@ -14,8 +14,8 @@ loop nests, the operands' producers inlined as in any kernel:
 where dyn clamps the index into [0, n - 1] at run time and combine is add/mul/max/min
 (or/and on bool; 'set' stores upd). The update nest runs over idx row-major, so duplicate
 indices combine in NumPy's order and the last 'set' wins. Its stores go through a run-time
-index, so llvm_threads never splits the kernel across threads, and OpenCL runs it as one
-work-item per trailing position j... (opencl_render.py).
+index, so the llvm thread pool never splits the kernel across threads, and OpenCL runs it as one
+work-item per trailing position j... (opencl/render.py).
 """
 from __future__ import annotations
 

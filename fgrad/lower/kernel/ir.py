@@ -1,7 +1,7 @@
 """Kernel IR: loop nests over a domain, loads, ALU ops, stores, accumulators; a printer and a
 checker.
 
-In: nothing (these are the data types; `kernel_build.py` builds kernels from a schedule).
+In: nothing (these are the data types; `kernel/build.py` builds kernels from a schedule).
 Out: frozen dataclasses, `str(kernel)`, and `check_kernel` (every loop variable bound, every
 load and store provably inside its buffer, accumulators initialized before use).
 

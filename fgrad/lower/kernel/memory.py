@@ -1,6 +1,6 @@
 """Memory accounting of a compiled program: what one call keeps allocated at its peak.
 
-In: a `Program` (program.py). Out: a `MemoryReport`: bytes of the inputs, the outputs, the
+In: a `Program` (kernel/program.py). Out: a `MemoryReport`: bytes of the inputs, the outputs, the
 intermediate buffers of the plan (dead values' buffers are reused), what the intermediates
 would take without reuse, and the peak of one call relative to the live tensors (inputs +
 outputs): `peak_ratio`. The runtime allocates every intermediate buffer for the whole call,

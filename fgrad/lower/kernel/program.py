@@ -7,7 +7,7 @@ equation of each library call in a segment: a dot_general is a BLAS gemm on llvm
 kernel on opencl; cholesky/triangular_solve/lu/qr/svd are LAPACK calls on llvm; slots are
 the outputs, then the inputs), and the intermediate buffer plan (`buffer_of`,
 `buffer_bytes`): a buffer whose value is dead is reused by a later output of the same size.
-`expand.py` first rewrites primitives without kernels of their own (argmax, cumulative ops,
+`schedule/expand.py` first rewrites primitives without kernels of their own (argmax, cumulative ops,
 sort, nested calls, non-BLAS dot_general) into primitives that have them.
 Both the llvm and the opencl runtimes execute a Program; only rendering differs.
 """
@@ -19,7 +19,8 @@ from fgrad.core.ir import Eqn, Jaxpr, Var
 from fgrad.lower.schedule.expand import expand
 from fgrad.lower.kernel.build import build_kernel
 from fgrad.lower.kernel.ir import Kernel
-from fgrad.lower.schedule.partition import GemmStep, HostStep, KernelStep, LinalgStep, Schedule, schedule
+from fgrad.lower.schedule.partition import (GemmStep, HostStep, KernelStep, LinalgStep,
+                                            Schedule, schedule)
 
 Call = tuple[str, list[int]]  # (kernel or library call name, buffer slot of each parameter)
 

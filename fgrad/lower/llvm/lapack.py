@@ -4,7 +4,7 @@ In: a library call of a Program whose equation is cholesky, triangular_solve, lu
 on float32/float64 (fgrad/core/prims/linalg.py has the output conventions).
 Out: an internal LLVM function `void name(outs..., ins...)` (outputs first, then inputs,
 one pointer per buffer) that loops over the batch entries and calls the routines once per
-entry, with the same results as the primitive's NumPy impl (llvm_lapack_builder.py builds
+entry, with the same results as the primitive's NumPy impl (llvm/lapack_builder.py builds
 it; transposing copies go tile by tile).
 
 LAPACK is column-major and overwrites its operand, so each routine works on a copy, and a

@@ -1,4 +1,4 @@
-"""The IR-building helpers of llvm_lapack.py: one library function and its loops, scratch
+"""The IR-building helpers of llvm/lapack.py: one library function and its loops, scratch
 memory, by-pointer LAPACK arguments and element moves.
 
 In: an `ir.Module`, the function's name and its linalg equation.

@@ -3,7 +3,7 @@
 In: a `scan` or `while` equation whose sub-jaxprs each compile to ONE serial native segment
 that writes every output itself (no host steps, no nested loops, no threaded parts, no
 output that is an input or a literal); `native_loop(eqn)` returns None for any other,
-which then runs through control_flow.py (a host loop over native calls).
+which then runs through schedule/control_flow.py (a host loop over native calls).
 Out: a `NativeLoop`: `loop(args) -> outputs` on NumPy arrays.
 
 The sub-programs are the same cached executables the host loop would call; a small driver

@@ -1,12 +1,12 @@
 """Render kernel IR to LLVM IR with llvmlite's IRBuilder (module -> function -> block).
 
-In: `Kernel`s, library calls (dot_general equations, rendered by llvm_blas.py as BLAS gemm
-calls; linalg equations, by llvm_lapack.py as LAPACK calls) and native segments (each an
+In: `Kernel`s, library calls (dot_general equations, rendered by llvm/blas.py as BLAS gemm
+calls; linalg equations, by llvm/lapack.py as LAPACK calls) and native segments (each an
 ordered list of such calls on buffer slots).
 Out: one `ir.Module`: an internal function per kernel taking one noalias pointer per buffer
 (and, when threads split it, the [start, stop) of its outermost loop), and exported entries
 per segment: `void segN(i8** buffers)` that calls its kernels in order, or, when some of its
-kernels split (llvm_threads.py), one entry per part, `segN_pK(buffers, thread, state)`,
+kernels split (llvm/threads.py), one entry per part, `segN_pK(buffers, thread, state)`,
 that every thread of the pool runs. Loops count up in i64 with the innermost loop
 over the contiguous axis, so LLVM's loop vectorizer handles them; reduction accumulators
 allow reassociation so they vectorize too. Elementwise arithmetic carries no fast-math

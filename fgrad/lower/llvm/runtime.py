@@ -3,10 +3,10 @@
 In: a Jaxpr without constvars. Out: an executable `exe(*arrays) -> list[np.ndarray]`.
 
 All kernels of a program go into ONE module, compiled in-process by llvmlite (host CPU
-features, the O3 pipeline of the new pass manager, MCJIT). Host steps (see schedule.py: a
+features, the O3 pipeline of the new pass manager, MCJIT). Host steps (see schedule/partition.py: a
 temporary NumPy fallback) split the program into native segments; each segment is one
 native call `segN(buffers)` through ctypes (a segment whose large kernels split runs as
-parts instead, parallel ones on every thread of `llvm_threads.POOL`: FGRAD_NUM_THREADS).
+parts instead, parallel ones on every thread of `llvm/threads.py's POOL`: FGRAD_NUM_THREADS).
 Intermediates and outputs live in blocks of `buffer_pool.POOL`, kept mapped between calls;
 a buffer whose value is dead is reused by a later kernel output of the same size. Compiled
 code is cached by a hash of the unoptimized IR (and llvmlite's version, the host CPU and its
@@ -409,7 +409,7 @@ _LOOPS: weakref.WeakKeyDictionary[Eqn, Any] = weakref.WeakKeyDictionary()
 
 
 def _native_loop(eqn: Eqn) -> Any:
-    """The one-call native driver of a scan/while (llvm_loops.py), or None when its body
+    """The one-call native driver of a scan/while (llvm/loops.py), or None when its body
     needs the host loop; built once per equation."""
     if eqn not in _LOOPS:
         from fgrad.lower.llvm.loops import native_loop
@@ -455,7 +455,7 @@ def _describe_control(name: str, eqn: Eqn) -> str:
     if eqn.primitive.name == "cond":
         how = "the host picks the branch; only that branch's program runs"
     elif native_loop(eqn) is not None:
-        how = "one native driver call (llvm_loops.py)"
+        how = "one native driver call (llvm/loops.py)"
     subs = [(k, v) for k, v in eqn.params.items() if isinstance(v, Jaxpr)]
     subs += [(f"branch {i}", b) for i, b in enumerate(eqn.params.get("branches", ()))]
     lines = [f"# control-flow step {name}: {eqn.primitive.name}, {how}"]

@@ -2,7 +2,7 @@
 
 In: a call name and its dot_general equation (slots: out, lhs, rhs). Out: a
 `RenderedKernel`: out[b] (m x n) = lhs[b] (m x k) @ rhs[b] (k x n), each operand read in
-place through its BLAS view (gemm_layout.py: transpose flag, leading dimension, batch
+place through its BLAS view (schedule/gemm_layout.py: transpose flag, leading dimension, batch
 strides), the output row-major and contiguous.
 
 Work-groups of TILE x TILE work-items compute a (TILE*WORK) x (TILE*WORK) block of the

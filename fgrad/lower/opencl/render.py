@@ -1,9 +1,9 @@
 """Render kernel IR to OpenCL C: one `__kernel` per kernel, with its launch geometry.
 
-In: a `Kernel` (kernel_ir.py) and the largest work-group to use. Out: `RenderedKernel`
+In: a `Kernel` (kernel/ir.py) and the largest work-group to use. Out: `RenderedKernel`
 (source text and a 1-D `Launch`); `render_kernel(kernel)` gives the source alone.
 
-Three forms, read off the loop nest that kernel_build.py produces:
+Three forms, read off the loop nest that kernel/build.py produces:
 - elementwise (a perfect loop nest around stores): one work-item per point of the
   collapsed nest; the global size is rounded up to whole work-groups and every work-item
   past the end returns at once;
@@ -15,7 +15,7 @@ Three forms, read off the loop nest that kernel_build.py produces:
   ("column" mode), so neighbouring work-items read neighbouring elements either way;
 - row-fused kernels (phases of loops over each row): one work-group per row, and scatter
   kernels (a copy, then updates through a run-time row index): one work-item per column,
-  see opencl_render_rows.py;
+  see opencl/render_rows.py;
 - anything else: one work-item runs the nest as written (correct, not parallel).
 Values are `const` temporaries named like the kernel IR printer's; float16 is stored as
 `half` (vload_half/vstore_half) and computed in float; float64 enables cl_khr_fp64.

@@ -1,10 +1,10 @@
-"""OpenCL C for row-fused kernels (kernel_build_rows.py, registers form): one work-group
-per row; and for scatter kernels (kernel_build_scatter.py): one work-item per column.
+"""OpenCL C for row-fused kernels (kernel/build_rows.py, registers form): one work-group
+per row; and for scatter kernels (kernel/build_scatter.py): one work-item per column.
 
 In: a `Kernel` whose body is a nest of kept loops around a row body of per-row stores,
 accumulator inits and phase loops (each the same perfect nest over the row, holding stores
 and accumulator updates; rows of length 1 have the updates in place of the loops), and an
-`opencl_render._Writer` for it. Out: the kernel's lines
+`opencl/render.py`'s `_Writer` for it. Out: the kernel's lines
 in the writer and its `Launch`; `as_rows` says whether a kernel has that shape.
 
 The lanes of a work-group split each phase loop (lane k takes elements k, k + lanes, ...),

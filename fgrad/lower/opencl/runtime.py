@@ -3,14 +3,14 @@
 In: a Jaxpr without constvars. Out: `OpenCLExecutable`: `exe(*arrays) -> list[CLArray]`
 taking NumPy arrays, Python scalars or `CLArray`s; the outputs stay on the device.
 
-The Program is the llvm backend's (program.py); only rendering differs. Each kernel is
+The Program is the llvm backend's (kernel/program.py); only rendering differs. Each kernel is
 its own OpenCL program, built once per device and cached by source text. A call copies
 host inputs in, enqueues every kernel on the device's in-order queue, and runs each host
-step (a temporary NumPy fallback; see schedule.py) by copying its operands to the host
+step (a temporary NumPy fallback; see schedule/partition.py) by copying its operands to the host
 and its results back. Control flow (scan/while/cond) runs its sub-programs compiled for the
-same device, slicing and stacking rows on the device (control_flow.py). Intermediates use
+same device, slicing and stacking rows on the device (schedule/control_flow.py). Intermediates use
 the Program's buffer plan, in pooled buffers. Library calls (float matmuls) run as a tiled
-OpenCL matmul (opencl_gemm.py); linalg stays a host step (no LAPACK on OpenCL).
+OpenCL matmul (opencl/gemm.py); linalg stays a host step (no LAPACK on OpenCL).
 """
 from __future__ import annotations
 

@@ -6,9 +6,9 @@ same invars in which every equation of a primitive in `EXPANDERS` is replaced:
   inlined: the body's invars are substituted by the equation's inputs and the body is
   expanded recursively;
 - argmax/argmin, cumsum/cumprod/cummax/cummin and sort are staged from the functions in
-  expand_math.py (elementwise, movement and reduction primitives only) and inlined;
+  schedule/expand_math.py (elementwise, movement and reduction primitives only) and inlined;
 - dot_general on dtypes BLAS lacks (integer, bool, float16) becomes a fused multiply and
-  reduce_sum (expand_dot.py);
+  reduce_sum (schedule/expand_dot.py);
 - custom_lin has no evaluation semantics: expanding it raises its impl's TypeError.
 Equations on bfloat16 keep their host step (every bfloat16 equation is one anyway). The
 input Jaxpr object itself comes back when nothing matched (executables are cached by its
@@ -75,7 +75,7 @@ EXPANSIONS: dict[str, str] = {
     **{kind: "a log2(n)-pass prefix scan of pad/slice and elementwise ops"
        for kind in ("cumsum", "cumprod", "cummax", "cummin")},
     "sort": "a bitonic network of reshape/rev and elementwise compare-exchanges",
-}  # dot_general is a gemm; only the dtypes gemm lacks expand (see expand_dot.py)
+}  # dot_general is a gemm; only the dtypes gemm lacks expand (see schedule/expand_dot.py)
 NO_SEMANTICS = ("custom_lin: compiling it raises its impl's TypeError (a custom_vjp "
                 "function's tangent map has no evaluation semantics)")
 

@@ -1,6 +1,6 @@
 """dot_general without BLAS: a fused multiply-and-reduce for the dtypes gemm does not take.
 
-In: fgrad values x, y (tracers of expand.py's staging trace) and dimension_numbers of a
+In: fgrad values x, y (tracers of schedule/expand.py's staging trace) and dimension_numbers of a
 dot_general that cannot be a gemm (integer, bool, float16/bfloat16 operands; see
 `gemm_layout.gemm_reason`). Out: the product, computed as reduce_sum over the contracted
 axes of a broadcast elementwise product, so the schedule makes ONE reduction kernel with the

@@ -1,6 +1,6 @@
 """Math expansions: argmax/argmin, cumulative ops and sort written with native primitives.
 
-In: fgrad values (tracers of a staging trace, see expand.py) and the equation's params.
+In: fgrad values (tracers of a staging trace, see schedule/expand.py) and the equation's params.
 Out: the primitive's outputs, computed only with elementwise, movement (broadcast_in_dim,
 reshape, slice, rev, pad, iota) and reduction primitives, with the exact semantics of the
 primitive's NumPy impl. Constants are broadcasts of Python scalars or iotas, so the staged

@@ -22,25 +22,25 @@ Fusion rules:
   cache. Such a kernel runs, per row, a sequence of phases: phase p loops over the row,
   accumulating the reductions that need only phases < p and storing the elementwise
   outputs; values per row (over the kept axes) are computed between phases. So softmax
-  and layernorm read their input from main memory once (row_fusion.py decides).
+  and layernorm read their input from main memory once (schedule/row_fusion.py decides).
 
 - A float32/float64 dot_general is a `GemmStep`: one BLAS gemm call per batch entry on
   realized operands, read in place through BLAS's transpose flags and leading dimensions
   (a transposed operand is folded into the dimension numbers; any other layout is packed
-  by a `transpose`, which fuses into its producer's kernel). See gemm_layout.py.
+  by a `transpose`, which fuses into its producer's kernel). See schedule/gemm_layout.py.
 - A gather is a movement op whose operand index holds a run-time value (the index operand
   read at the output's leading positions), so it fuses into its consumer like a slice.
 - A scatter is a kernel of its own (x copied to the result, then the updates combined into
   it row by row, in order), fusing the producers of its operands.
 - A float32/float64 cholesky, triangular_solve, lu, qr or svd is a `LinalgStep` when the
   backend has LAPACK (`native_linalg`: llvm yes, opencl no): one native library call on
-  realized operands (llvm_lapack.py), outputs first, then inputs. Half-precision linalg
+  realized operands (llvm/lapack.py), outputs first, then inputs. Half-precision linalg
   and all linalg on opencl stay host steps.
 
 - scan, while and cond are `ControlStep`s: their sub-jaxprs compile for the same backend
-  (control_flow.py; on llvm a qualifying loop is one native driver call, llvm_loops.py).
+  (schedule/control_flow.py; on llvm a qualifying loop is one native driver call, llvm/loops.py).
 - argmax, cumulative ops, sort, nested calls and non-BLAS dot_general never reach the
-  schedule: expand.py rewrites them into the primitives above first.
+  schedule: schedule/expand.py rewrites them into the primitives above first.
 
 HOST STEPS remain only for equations on bfloat16, for linalg on opencl (no LAPACK there)
 and for float16 linalg; they run the NumPy `impl` between native segments.
@@ -133,7 +133,7 @@ class ControlStep(HostStep):
 
 @dataclass(frozen=True, eq=False)
 class LinalgStep:
-    """One float32/64 linalg equation run natively as LAPACK calls (llvm_lapack.py)."""
+    """One float32/64 linalg equation run natively as LAPACK calls (llvm/lapack.py)."""
 
     name: str
     eqn: Eqn
@@ -277,7 +277,7 @@ def _is_scatter(eqn: Eqn | None) -> bool:
 
 
 def is_scatter_step(sched: Schedule, step: KernelStep) -> bool:
-    """Whether `step` is a scatter kernel (kernel_build_scatter.py): it computes one scatter
+    """Whether `step` is a scatter kernel (kernel/build_scatter.py): it computes one scatter
     and nothing else, since its updates do not fuse as a function of the output index."""
     return _is_scatter(sched.producers.get(id(step.outputs[0])))
 

@@ -31,7 +31,7 @@ AxisMap = tuple[int, ...]  # per axis of a value: the domain axis it follows, or
 
 
 class Graph(Protocol):
-    """What row fusion needs to know about a jaxpr (schedule.py's `_Graph`)."""
+    """What row fusion needs to know about a jaxpr (schedule/partition.py's `_Graph`)."""
 
     producers: dict[int, Eqn]
 

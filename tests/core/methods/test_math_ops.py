@@ -1,5 +1,5 @@
-"""Tests for fgrad/core/methods/math_ops.py: activations, extra elementwise math, statistics, softmax
-family and cumulative ops.
+"""Tests for fgrad/core/methods/math_ops.py: activations, extra elementwise math, statistics,
+softmax family and cumulative ops.
 
 Forward values and gradients are compared with PyTorch references stored in
 fixtures/math_ops.npz (written by fixtures/gen_math_ops.py, computed in float64); dtype rules,

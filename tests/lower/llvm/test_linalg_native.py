@@ -1,6 +1,6 @@
 """Native linalg: cholesky, triangular_solve, lu, qr and svd under `fgrad.jit`.
 
-On the llvm backend they are LAPACK calls from generated code (llvm_lapack.py, no host
+On the llvm backend they are LAPACK calls from generated code (llvm/lapack.py, no host
 step); on opencl they stay NumPy host steps. Values are checked against NumPy/SciPy on every
 backend (the tests mentioning jit run once per backend, conftest.py).
 """

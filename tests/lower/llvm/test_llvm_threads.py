@@ -1,4 +1,4 @@
-"""Threaded native segments of the llvm backend (llvm_threads.py).
+"""Threaded native segments of the llvm backend (llvm/threads.py).
 
 Which kernels split (one loop whose iterations write disjoint memory; never a reduction into
 one accumulator or into memory shared by rows), how segments cut into parts around gemm
