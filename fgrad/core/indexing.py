@@ -12,6 +12,7 @@ import numpy as np
 
 from fgrad.core import prims as P
 from fgrad.core.dtypes import dtypes
+from fgrad.core.errors import IndexRangeError
 
 
 def _is_int(x: Any) -> bool:
@@ -30,20 +31,21 @@ def _normalize(tensor: Any, index: Any) -> list[Any]:
                 out.extend(_mask_to_indices(it))
                 continue
             if not it.dtype.is_int:
-                raise IndexError(f"tensors used as indices must be integer or bool, "
-                                 f"got {it.dtype.name}")
+                raise IndexRangeError(f"tensors used as indices must be integer or bool, "
+                                      f"got {it.dtype.name}")
         elif isinstance(it, Tensor):
             it = it if not _concrete_ok(it) else int(it.item())
         elif isinstance(it, (bool, np.bool_)):
-            raise IndexError("a Python bool is not a valid index; use a bool Tensor mask")
+            raise IndexRangeError("a Python bool is not a valid index; use a bool Tensor mask")
         elif not (_is_int(it) or it is None or it is Ellipsis or isinstance(it, slice)):
-            raise IndexError(f"invalid index {it!r} of type {type(it).__name__}")
+            raise IndexRangeError(f"invalid index {it!r} of type {type(it).__name__}")
         out.append(it)
     if sum(it is Ellipsis for it in out) > 1:
-        raise IndexError("an index can only have a single ellipsis ('...')")
+        raise IndexRangeError("an index can only have a single ellipsis ('...')")
     used = sum(1 for it in out if it is not None and it is not Ellipsis)
     if used > tensor.ndim:
-        raise IndexError(f"too many indices for a Tensor of shape {tensor.shape}: {used} given")
+        raise IndexRangeError(f"too many indices for a Tensor of shape {tensor.shape}: "
+                              f"{used} given")
     if Ellipsis in [it if it is Ellipsis else None for it in out]:
         pos = next(i for i, it in enumerate(out) if it is Ellipsis)
         out[pos:pos + 1] = [slice(None)] * (tensor.ndim - used)
@@ -65,8 +67,8 @@ def _concrete_ok(t: Any) -> bool:
 def _mask_to_indices(mask: Any) -> list[Any]:
     from fgrad.core.tensor import Tensor, Tracer
     if isinstance(mask, Tracer):
-        raise IndexError("boolean mask indexing has a data-dependent shape and cannot be "
-                         "traced; use Tensor.where(mask, x, 0) or masked_select(..., size=)")
+        raise IndexRangeError("boolean mask indexing has a data-dependent shape and cannot be "
+                              "traced; use Tensor.where(mask, x, 0) or masked_select(..., size=)")
     return [Tensor(i.astype(np.int32)) for i in np.nonzero(mask.numpy())]
 
 
@@ -86,8 +88,8 @@ def getitem(x: Any, index: Any) -> Any:
         elif _is_int(it):
             n = y.shape[axis]
             if not -n <= it < n:
-                raise IndexError(f"index {it} is out of bounds for axis {src_axis - 1} with "
-                                 f"size {n}")
+                raise IndexRangeError(f"index {it} is out of bounds for axis {src_axis - 1} with "
+                                      f"size {n}")
             y = P.slice_(y, _at(y, axis, 0, it % n), _at(y, axis, y.shape[axis], it % n + 1))
             y = P.reshape(y, y.shape[:axis] + y.shape[axis + 1:])
         else:
@@ -129,7 +131,7 @@ def _check_bounds(idx: Any, n: int, axis: int) -> None:
         arr = idx.numpy()
         if arr.size and (arr.min() < -n or arr.max() >= n):
             bad = arr[(arr < -n) | (arr >= n)].reshape(-1)[0]
-            raise IndexError(f"index {bad} is out of bounds for axis {axis} with size {n}")
+            raise IndexRangeError(f"index {bad} is out of bounds for axis {axis} with size {n}")
 
 
 def _wrap_negative(idx: Any, n: int) -> Any:

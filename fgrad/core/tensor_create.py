@@ -13,6 +13,7 @@ import numpy as np
 from fgrad.core import dtypes as _dt
 from fgrad.core import prims as P
 from fgrad.core.dtypes import dtypes
+from fgrad.core.errors import ArgumentError
 
 if TYPE_CHECKING:
     from fgrad.core.tensor import Tensor
@@ -23,7 +24,7 @@ def _shape(shape: tuple[Any, ...]) -> tuple[int, ...]:
         shape = tuple(shape[0])
     out = tuple(int(d) for d in shape)
     if any(d < 0 for d in out):
-        raise ValueError(f"negative dimension in shape {out}")
+        raise ArgumentError(f"negative dimension in shape {out}")
     return out
 
 
@@ -50,7 +51,7 @@ class CreationMixin:
         value = as_tensor(fill_value, dtype) if isinstance(fill_value, Tensor) \
             else Tensor(fill_value, dtype=dtype)
         if value.ndim != 0:
-            raise ValueError(f"full: fill_value must be a scalar, got shape {value.shape}")
+            raise ArgumentError(f"full: fill_value must be a scalar, got shape {value.shape}")
         return P.broadcast_in_dim(value, shape, ())
 
     @staticmethod
@@ -77,7 +78,7 @@ class CreationMixin:
         if stop is None:
             start, stop = 0, start
         if step == 0:
-            raise ValueError("arange: step must not be zero")
+            raise ArgumentError("arange: step must not be zero")
         is_float = any(isinstance(v, float) for v in (start, stop, step))
         dtype = _dt.to_dtype(dtype) if dtype is not None else (
             dtypes.default_float if is_float else dtypes.default_int)
@@ -92,7 +93,7 @@ class CreationMixin:
         """`steps` evenly spaced values from start to stop, both included."""
         dtype = _dt.to_dtype(dtype) if dtype is not None else dtypes.default_float
         if steps < 0:
-            raise ValueError(f"linspace: steps must be >= 0, got {steps}")
+            raise ArgumentError(f"linspace: steps must be >= 0, got {steps}")
         if steps == 0:
             return _empty(dtype)
         if steps == 1:

@@ -8,6 +8,7 @@ from fgrad.core import dtypes as _dt
 from fgrad.core import prims as P
 from fgrad.core.dtypes import DType, dtypes
 from fgrad.core.prims._util import fmt_shape
+from fgrad.core.errors import ArgumentError, ArgumentTypeError
 
 if TYPE_CHECKING:
     from fgrad.core.tensor import Tensor
@@ -21,7 +22,7 @@ def broadcast_shapes(op: str, *shapes: tuple[int, ...]) -> tuple[int, ...]:
         sizes = {s[axis - ndim + len(s)] for s in shapes if axis - ndim + len(s) >= 0} - {1}
         if len(sizes) > 1:
             listed = " and ".join(fmt_shape(s) for s in shapes)
-            raise ValueError(f"{op}: cannot broadcast shapes {listed}")
+            raise ArgumentError(f"{op}: cannot broadcast shapes {listed}")
         out.append(sizes.pop() if sizes else 1)
     return tuple(out)
 
@@ -32,7 +33,7 @@ def broadcast_to(x: "Tensor", shape: tuple[int, ...]) -> "Tensor":
         return x
     lead = len(shape) - x.ndim
     if lead < 0 or any(d not in (1, shape[lead + i]) for i, d in enumerate(x.shape)):
-        raise ValueError(f"expand: cannot broadcast {fmt_shape(x.shape)} to {fmt_shape(shape)}")
+        raise ArgumentError(f"expand: cannot broadcast {fmt_shape(x.shape)} to {fmt_shape(shape)}")
     return P.broadcast_in_dim(x, shape, tuple(range(lead, len(shape))))
 
 
@@ -110,8 +111,8 @@ class MathMixin:
             return P.div_p.bind(x, y).trunc()
         if rounding_mode == "floor":
             return x._floordiv(y)
-        raise ValueError(f"div: rounding_mode must be None, 'trunc' or 'floor', "
-                         f"got {rounding_mode!r}")
+        raise ArgumentError(f"div: rounding_mode must be None, 'trunc' or 'floor', "
+                            f"got {rounding_mode!r}")
 
     def _floordiv(self, y: "Tensor") -> "Tensor":
         x = self
@@ -187,7 +188,7 @@ class MathMixin:
     def _bitwise(self, other: Any, prim: Any, op: str, reverse: bool = False) -> "Tensor":
         x, y = coerce(op, other, self) if reverse else coerce(op, self, other)
         if x.dtype.is_float:
-            raise TypeError(f"{op} needs bool or integer Tensors, got {x.dtype.name}")
+            raise ArgumentTypeError(f"{op} needs bool or integer Tensors, got {x.dtype.name}")
         return prim.bind(x, y)
 
     def bitwise_and(self, other: Any) -> "Tensor":
@@ -205,7 +206,8 @@ class MathMixin:
     def bitwise_not(self) -> "Tensor":
         """Elementwise `~` (logical not for bool)."""
         if self.dtype.is_float:
-            raise TypeError(f"bitwise_not needs bool or integer Tensors, got {self.dtype.name}")
+            raise ArgumentTypeError(f"bitwise_not needs bool or integer Tensors, got "
+                                    f"{self.dtype.name}")
         return P.not_p.bind(self)
 
     def lshift(self, other: Any) -> "Tensor":

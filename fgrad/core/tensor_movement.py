@@ -8,6 +8,7 @@ import numpy as np
 from fgrad.core import prims as P
 from fgrad.core.dtypes import dtypes
 from fgrad.core.prims._util import fmt_shape
+from fgrad.core.errors import ArgumentError, ArgumentTypeError, IndexRangeError
 
 if TYPE_CHECKING:
     from fgrad.core.tensor import Tensor
@@ -29,12 +30,12 @@ class MovementMixin:
         shape = _shape_args(shape)
         shape = tuple(self.shape[i] if s is None else int(s) for i, s in enumerate(shape))
         if shape.count(-1) > 1:
-            raise ValueError(f"reshape: only one -1 allowed, got {shape}")
+            raise ArgumentError(f"reshape: only one -1 allowed, got {shape}")
         if -1 in shape:
             known = int(np.prod([d for d in shape if d != -1]))
             if known == 0 or self.numel() % known:
-                raise ValueError(f"reshape: cannot reshape {fmt_shape(self.shape)} into "
-                                 f"{fmt_shape(shape)}")
+                raise ArgumentError(f"reshape: cannot reshape {fmt_shape(self.shape)} into "
+                                    f"{fmt_shape(shape)}")
             shape = tuple(self.numel() // known if d == -1 else d for d in shape)
         return P.reshape(self, shape)
 
@@ -95,7 +96,7 @@ class MovementMixin:
         """Insert a size-1 axis at `dim` (negative counts from the end of the result)."""
         n = self.ndim + 1
         if not -n <= dim < n:
-            raise IndexError(f"unsqueeze: dim {dim} out of range for {self.ndim}-d Tensor")
+            raise IndexRangeError(f"unsqueeze: dim {dim} out of range for {self.ndim}-d Tensor")
         d = dim % n
         return self.reshape(self.shape[:d] + (1,) + self.shape[d:])
 
@@ -115,7 +116,7 @@ class MovementMixin:
         return getitem(self, index)  # type: ignore[arg-type]
 
     def __setitem__(self, index: Any, value: Any) -> None:
-        raise TypeError("fgrad Tensors are immutable; use x = x.at[index].set(value)")
+        raise ArgumentTypeError("fgrad Tensors are immutable; use x = x.at[index].set(value)")
 
     @property
     def at(self) -> "_IndexUpdateHelper":

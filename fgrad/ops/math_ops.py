@@ -15,6 +15,7 @@ from fgrad.core import prims as P
 from fgrad.core.dtypes import DType, dtypes
 from fgrad.core.tensor_math import coerce
 from fgrad.core.tensor_reduce import Axis, _axes, sum_dtype
+from fgrad.core.errors import ArgumentError
 
 if TYPE_CHECKING:
     from fgrad.core.tensor import Tensor
@@ -64,6 +65,15 @@ def _logaddexp(a: "Tensor", b: "Tensor") -> "Tensor":
     return ((a - m).exp() + (b - m).exp()).log() + m
 
 
+def _softplus(x: "Tensor") -> "Tensor":
+    """log(1 + exp(x)) from two branches that each see a safe input, so the derivative is
+    sigmoid(x) everywhere, including 0 (a max/abs form would give 0 there)."""
+    positive = x > 0
+    xp = positive.where(x, 0.0)
+    xn = positive.where(0.0, x)
+    return positive.where(xp + _log1p((-xp).exp()), _log1p(xn.exp()))
+
+
 def _count(shape: Sequence[int], axes: tuple[int, ...]) -> int:
     return math.prod(shape[a] for a in axes)
 
@@ -98,7 +108,7 @@ class MathOpsMixin:
     def clip(self, min_: Any = None, max_: Any = None) -> "Tensor":
         """Clamp to [min_, max_] (either may be None; Tensors broadcast); NaN stays NaN."""
         if min_ is None and max_ is None:
-            raise ValueError("clip: at least one of min_ and max_ must be given")
+            raise ArgumentError("clip: at least one of min_ and max_ must be given")
         out = self
         if min_ is not None:
             out = (out < min_).where(min_, out)
@@ -130,14 +140,13 @@ class MathOpsMixin:
         return self.elu(alpha) * gamma
 
     def softplus(self, beta: float = 1.0) -> "Tensor":
-        """log(1 + exp(beta * x)) / beta, computed without overflow."""
-        bx = _float(self) * beta
-        return (bx.relu() + _log1p((-bx.abs()).exp())) * (1 / beta)
+        """log(1 + exp(beta * x)) / beta, without overflow; the derivative is
+        sigmoid(beta * x) everywhere (0.5 at 0)."""
+        return _softplus(_float(self) * beta) * (1 / beta)
 
     def logsigmoid(self) -> "Tensor":
-        """log(sigmoid(x)), computed without overflow."""
-        x = _float(self)
-        return x.minimum(0) - _log1p((-x.abs()).exp())
+        """log(sigmoid(x)) = -softplus(-x), without overflow."""
+        return -_softplus(-_float(self))
 
     def softsign(self) -> "Tensor":
         """x / (1 + |x|)."""
@@ -337,14 +346,14 @@ class MathOpsMixin:
         are distinct (Gumbel top-k). Needs `key=` from fgrad.random."""
         from fgrad import random
         if self.ndim not in (1, 2) or num_samples < 1:
-            raise ValueError(f"multinomial: weights must be 1-d or 2-d and num_samples >= 1, "
-                             f"got shape {self.shape} and num_samples={num_samples}")
+            raise ArgumentError(f"multinomial: weights must be 1-d or 2-d and num_samples >= 1, "
+                                f"got shape {self.shape} and num_samples={num_samples}")
         w = self.reshape(1, -1) if self.ndim == 1 else self
         w = w.cast(dtypes.float32) if not w.dtype.is_float else w
         rows, n = w.shape
         if not replacement and num_samples > n:
-            raise ValueError(f"multinomial: cannot draw {num_samples} distinct samples from "
-                             f"{n} categories; pass replacement=True")
+            raise ArgumentError(f"multinomial: cannot draw {num_samples} distinct samples from "
+                                f"{n} categories; pass replacement=True")
         if replacement:
             cdf = w.cumsum(axis=1) / w.sum(axis=1, keepdim=True)
             u = random.uniform(key, (rows, num_samples), cdf.dtype)

@@ -17,6 +17,7 @@ from fgrad.core.ir import ShapedArray
 from fgrad.core.primitive import Primitive
 from fgrad.core.prims._util import (batch_size, check_kinds, check_same, instantiate,
                                      is_undefined, move_bdim, zeros_like_aval)
+from fgrad.core.errors import ArgumentError, ArgumentTypeError
 
 FLOAT, INT, INT_BOOL, NUMERIC, ANY = "f", "iu", "biu", "iuf", "biuf"
 
@@ -246,9 +247,9 @@ select_p = Primitive("select", linear=True)
 def _select_abstract(pred: ShapedArray, x: ShapedArray, y: ShapedArray) -> ShapedArray:
     check_same("where", [x, y])
     if pred.dtype != dtypes.bool:
-        raise TypeError(f"where: the condition must be bool, got {pred.dtype.name}")
+        raise ArgumentTypeError(f"where: the condition must be bool, got {pred.dtype.name}")
     if pred.shape != x.shape:
-        raise ValueError(f"where: condition shape {pred.shape} differs from {x.shape}")
+        raise ArgumentError(f"where: condition shape {pred.shape} differs from {x.shape}")
     return x
 
 
@@ -310,8 +311,8 @@ bitcast_p = Primitive("bitcast_convert_type")
 
 def _bitcast_abstract(x: ShapedArray, *, new_dtype: DType) -> ShapedArray:
     if x.dtype.itemsize != new_dtype.itemsize:
-        raise TypeError(f"bitcast from {x.dtype.name} to {new_dtype.name}: the item sizes "
-                        f"differ ({x.dtype.itemsize} vs {new_dtype.itemsize} bytes)")
+        raise ArgumentTypeError(f"bitcast from {x.dtype.name} to {new_dtype.name}: the item sizes "
+                                f"differ ({x.dtype.itemsize} vs {new_dtype.itemsize} bytes)")
     return ShapedArray(x.shape, new_dtype)
 
 
