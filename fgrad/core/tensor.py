@@ -19,6 +19,7 @@ from fgrad.core.tensor_math import MathMixin
 from fgrad.core.tensor_movement import MovementMixin
 from fgrad.core.tensor_reduce import ReduceMixin
 from fgrad.core.trace import LeakedTracerError, Trace
+from fgrad.ops.extra_ops import ExtraOpsMixin
 from fgrad.ops.linalg import LinalgMixin
 from fgrad.ops.math_ops import MathOpsMixin
 from fgrad.ops.movement_ops import MovementOpsMixin
@@ -71,7 +72,7 @@ def _freeze(arr: np.ndarray) -> np.ndarray:
 
 
 class Tensor(MathMixin, MovementMixin, ReduceMixin, CreationMixin, MathOpsMixin,
-             MovementOpsMixin, NNOpsMixin, LinalgMixin):
+             MovementOpsMixin, NNOpsMixin, LinalgMixin, ExtraOpsMixin):
     """An immutable n-dimensional array (tinygrad's API, JAX's semantics).
 
     `Tensor(data, dtype=None)` accepts Python scalars, nested lists, NumPy arrays and Tensors.

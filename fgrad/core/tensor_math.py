@@ -417,15 +417,18 @@ class MathMixin:
         """Cast to bool."""
         return self.cast(dtypes.bool)
 
-    def matmul(self, other: Any, reverse: bool = False) -> "Tensor":
-        """Matrix product with NumPy's rules for 1-d operands and batch broadcasting."""
+    def matmul(self, x: Any, reverse: bool = False, dtype: Any = None) -> "Tensor":
+        """Matrix product with NumPy's rules for 1-d operands and batch broadcasting; with
+        `dtype`, both operands are cast to it first (the product's dtype)."""
         from fgrad.core.linalg_core import matmul
-        x, y = (_tensor(other), self) if reverse else (self, _tensor(other))
-        return matmul(x, y)
+        a, b = (_tensor(x), self) if reverse else (self, _tensor(x))
+        if dtype is not None:
+            a, b = a.cast(dtype), b.cast(dtype)
+        return matmul(a, b)
 
-    def dot(self, other: Any) -> "Tensor":
+    def dot(self, w: Any, dtype: Any = None) -> "Tensor":
         """Alias of matmul (as in the reference)."""
-        return self.matmul(other)
+        return self.matmul(w, dtype=dtype)
 
 
 def _tensor(x: Any) -> "Tensor":

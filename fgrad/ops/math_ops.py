@@ -59,7 +59,8 @@ def _shift(x: "Tensor", axes: tuple[int, ...]) -> Any:
 
 
 def _logaddexp(a: "Tensor", b: "Tensor") -> "Tensor":
-    """log(exp(a) + exp(b)) elementwise; -inf with -inf gives -inf."""
+    """log(exp(a) + exp(b)) elementwise; -inf with -inf gives -inf. The max is detached, so
+    the derivative with respect to a is exp(a - out) (0.5 where a == b)."""
     m = a.maximum(b).detach()
     m = m.isfinite().where(m, 0.0)
     return ((a - m).exp() + (b - m).exp()).log() + m
@@ -165,9 +166,16 @@ class MathOpsMixin:
         """x * tanh(softplus(x))."""
         return self * self.softplus().tanh()
 
-    def gelu(self) -> "Tensor":
-        """GELU, tanh approximation: 0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3)))."""
+    def gelu(self, approximate: str = "tanh") -> "Tensor":
+        """GELU. approximate="tanh" (the default, as in the reference):
+        0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3))); "none": the exact
+        0.5 * x * (1 + erf(x / sqrt(2))) (PyTorch's default)."""
         x = _float(self)
+        if approximate == "none":
+            return x * 0.5 * ((x * (1 / math.sqrt(2))).erf() + 1)
+        if approximate != "tanh":
+            raise ArgumentError(f"gelu: approximate must be 'tanh' or 'none', got "
+                                f"{approximate!r}")
         inner = (x + x * x * x * 0.044715) * _SQRT_2_OVER_PI
         return x * 0.5 * (inner.tanh() + 1)
 

@@ -16,6 +16,7 @@ from fgrad.core import dtypes as _dt
 from fgrad.core import prims as P
 from fgrad.core.dtypes import dtypes
 from fgrad.core.prims._util import fmt_shape
+from fgrad.ops.extra_ops import split_sequence
 from fgrad.ops.index_ops import IndexOpsMixin, as_int, take_range
 from fgrad.core.errors import ArgumentError, ArgumentTypeError, IndexRangeError
 
@@ -168,7 +169,10 @@ class MovementOpsMixin(IndexOpsMixin):
         """Rotate entries along `dims` by `shifts` (the flattened Tensor when dims is None)."""
         if dims is None:
             if not isinstance(shifts, (int, np.integer)):
-                raise ArgumentError(f"roll: without dims, shifts must be one int, got {shifts}")
+                if len(shifts) != 1:
+                    raise ArgumentError(f"roll: without dims, shifts must be one int (or a "
+                                        f"1-tuple), got {shifts}")
+                shifts = shifts[0]
             return self.flatten().roll(int(shifts), 0).reshape(self.shape)
         shifts_t = (shifts,) if isinstance(shifts, (int, np.integer)) else tuple(shifts)
         dims_t = (dims,) if isinstance(dims, (int, np.integer)) else tuple(dims)
@@ -211,10 +215,14 @@ class MovementOpsMixin(IndexOpsMixin):
         return P.reshape(x, shape[:d] + (shape[d] * reps,) + shape[d + 1:])
 
     def cat(self, *args: "Tensor", dim: int = 0) -> "Tensor":
-        """Join self and `args` along `dim` (dtypes are promoted); also `Tensor.cat(a, b)`."""
+        """Join self and `args` along `dim` (dtypes are promoted); also `Tensor.cat(a, b)`
+        and `Tensor.cat([a, b])`."""
+        if isinstance(self, (list, tuple)):
+            first, rest = split_sequence("cat", self, args)
+            return first.cat(*rest, dim=dim)
         ts = _joined((self,) + args)
         if any(t.ndim == 0 for t in ts):
-            raise ArgumentError("cat: 0-d Tensors cannot be concatenated; use stack instead")
+            raise IndexRangeError("cat: 0-d Tensors cannot be concatenated; use stack instead")
         d = self._axis(dim)
         for t in ts[1:]:
             if t.ndim != self.ndim or any(a != b for i, (a, b) in
@@ -224,7 +232,11 @@ class MovementOpsMixin(IndexOpsMixin):
         return P.concatenate(ts, d)
 
     def stack(self, *args: "Tensor", dim: int = 0) -> "Tensor":
-        """Join self and `args` (all of one shape) along a new axis `dim`."""
+        """Join self and `args` (all of one shape) along a new axis `dim`; also
+        `Tensor.stack([a, b])`."""
+        if isinstance(self, (list, tuple)):
+            first, rest = split_sequence("stack", self, args)
+            return first.stack(*rest, dim=dim)
         ts = _joined((self,) + args)
         for t in ts[1:]:
             if t.shape != self.shape:
