@@ -20,4 +20,9 @@ class IndexRangeError(IndexError, RuntimeError):
     """An index or axis is out of range for the Tensor it addresses."""
 
 
-__all__ = ["ArgumentError", "ArgumentTypeError", "IndexRangeError"]
+class AxisError(IndexRangeError, ArgumentError):
+    """An axis argument that does not exist: an IndexError and a ValueError (as NumPy's
+    AxisError), and a RuntimeError."""
+
+
+__all__ = ["ArgumentError", "ArgumentTypeError", "AxisError", "IndexRangeError"]

@@ -24,11 +24,11 @@ def _normalize(tensor: Any, index: Any) -> list[Any]:
     items = list(index) if isinstance(index, tuple) else [index]
     out = []
     for it in items:
-        if isinstance(it, (list, np.ndarray)) or (isinstance(it, Tensor) and it.ndim > 0) or (
-                isinstance(it, Tensor) and not it.dtype.is_int):
+        if isinstance(it, (list, tuple, np.ndarray)) or (
+                isinstance(it, Tensor) and (it.ndim > 0 or not it.dtype.is_int)):
             it = it if isinstance(it, Tensor) else Tensor(_index_array(it))
             if it.dtype == dtypes.bool:
-                out.extend(_mask_to_indices(it))
+                out.append(_Mask(it))
                 continue
             if not it.dtype.is_int:
                 raise IndexRangeError(f"tensors used as indices must be integer or bool, "
@@ -37,12 +37,15 @@ def _normalize(tensor: Any, index: Any) -> list[Any]:
             it = it if not _concrete_ok(it) else int(it.item())
         elif isinstance(it, (bool, np.bool_)):
             raise IndexRangeError("a Python bool is not a valid index; use a bool Tensor mask")
-        elif not (_is_int(it) or it is None or it is Ellipsis or isinstance(it, slice)):
+        elif isinstance(it, slice):
+            it = _plain_slice(it)
+        elif not (_is_int(it) or it is None or it is Ellipsis):
             raise IndexRangeError(f"invalid index {it!r} of type {type(it).__name__}")
         out.append(it)
     if sum(it is Ellipsis for it in out) > 1:
         raise IndexRangeError("an index can only have a single ellipsis ('...')")
-    used = sum(1 for it in out if it is not None and it is not Ellipsis)
+    used = sum(it.ndim if isinstance(it, _Mask) else 1
+               for it in out if it is not None and it is not Ellipsis)
     if used > tensor.ndim:
         raise IndexRangeError(f"too many indices for a Tensor of shape {tensor.shape}: "
                               f"{used} given")
@@ -51,7 +54,50 @@ def _normalize(tensor: Any, index: Any) -> list[Any]:
         out[pos:pos + 1] = [slice(None)] * (tensor.ndim - used)
     else:
         out += [slice(None)] * (tensor.ndim - used)
+    return _expand_masks(tensor, out)
+
+
+class _Mask:
+    """A bool-mask index, kept whole until its axes are known."""
+
+    def __init__(self, mask: Any):
+        self.mask, self.ndim = mask, mask.ndim
+
+
+def _expand_masks(tensor: Any, items: list[Any]) -> list[Any]:
+    """Replace each bool mask by the integer indices of its True entries, after checking
+    that its shape equals the shape of the axes it covers (as PyTorch and NumPy do)."""
+    out, axis = [], 0
+    for it in items:
+        if isinstance(it, _Mask):
+            covered = tuple(tensor.shape[axis:axis + it.ndim])
+            if tuple(it.mask.shape) != covered:
+                raise IndexRangeError(f"the bool mask of shape {tuple(it.mask.shape)} does not "
+                                      f"match the shape {covered} of the indexed axes "
+                                      f"{axis}..{axis + it.ndim - 1} of a Tensor of shape "
+                                      f"{tuple(tensor.shape)}")
+            out.extend(_mask_to_indices(it.mask))
+            axis += it.ndim
+            continue
+        axis += it is not None
+        out.append(it)
     return out
+
+
+def _plain_slice(s: slice) -> slice:
+    """A slice whose bounds are Python ints or None (0-d integer Tensors are converted)."""
+    from fgrad.core.errors import ArgumentTypeError
+    from fgrad.core.tensor import Tensor
+    bounds = []
+    for b in (s.start, s.stop, s.step):
+        if isinstance(b, Tensor):
+            if b.ndim or not b.dtype.is_int:
+                raise ArgumentTypeError(f"slice bounds must be ints or 0-d integer Tensors, "
+                                        f"got a Tensor of shape {b.shape} and dtype "
+                                        f"{b.dtype.name}")
+            b = int(b.item())
+        bounds.append(b)
+    return slice(*bounds)
 
 
 def _index_array(it: Any) -> np.ndarray:

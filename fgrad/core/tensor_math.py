@@ -140,13 +140,20 @@ class MathMixin:
         return self._binary(other, P.rem_p, "fmod")
 
     def pow(self, other: Any, reverse: bool = False) -> "Tensor":
-        """Elementwise power."""
-        if not reverse and isinstance(other, (int, float)) and not isinstance(other, bool):
+        """Elementwise power. Integer to negative integer powers are an error (as in
+        PyTorch) when the exponent is known; an int Tensor to a float power is float."""
+        shortcut = isinstance(other, int) or isinstance(other, float) and self.dtype.is_float
+        if not reverse and shortcut and not isinstance(other, bool):
             if other == 2:
                 return self * self
             if other == 1:
                 return self + 0
-        return self._binary(other, P.pow_p, "pow", reverse)
+        x, y = coerce("pow", other, self) if reverse else coerce("pow", self, other)
+        if x.dtype.is_int and _has_negative(y):
+            raise ArgumentError(f"pow: integers to negative integer powers are not allowed "
+                                f"({x.dtype.name} base, exponent {_describe(other, y)}); cast "
+                                f"the base to a float dtype first")
+        return P.pow_p.bind(x, y)
 
     def maximum(self, other: Any) -> "Tensor":
         """Elementwise maximum."""
@@ -429,6 +436,16 @@ class MathMixin:
     def dot(self, w: Any, dtype: Any = None) -> "Tensor":
         """Alias of matmul (as in the reference)."""
         return self.matmul(w, dtype=dtype)
+
+
+def _has_negative(y: Any) -> bool:
+    """Whether a concrete integer exponent has a negative entry (False under tracing)."""
+    from fgrad.core.tensor import Tracer
+    return y.dtype.kind == "i" and not isinstance(y, Tracer) and bool((y.numpy() < 0).any())
+
+
+def _describe(other: Any, y: Any) -> str:
+    return repr(other) if isinstance(other, int) else f"a Tensor of shape {tuple(y.shape)}"
 
 
 def _tensor(x: Any) -> "Tensor":

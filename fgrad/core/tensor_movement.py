@@ -85,10 +85,8 @@ class MovementMixin:
         """Drop size-1 axes (only `dim` if given; a non-1 `dim` is left alone)."""
         if dim is None:
             return self.reshape(tuple(d for d in self.shape if d != 1))
-        if self.ndim == 0:
-            return self  # type: ignore[return-value]
-        d = self._axis(dim)
-        if self.shape[d] != 1:
+        d = self._axis(dim)  # 0-d: only 0 and -1 are valid
+        if self.ndim == 0 or self.shape[d] != 1:
             return self  # type: ignore[return-value]
         return self.reshape(self.shape[:d] + self.shape[d + 1:])
 

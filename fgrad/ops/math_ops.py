@@ -317,7 +317,8 @@ class MathOpsMixin:
     # ------------------------------------------------------------------ cumulative
     def _cumulative(self, axis: int, kind: str) -> "Tensor":
         x = self.cast(sum_dtype(self.dtype))
-        return x if x.ndim == 0 else P.cumulative(x, x._axis(axis), False, kind)
+        a = x._axis(axis)  # 0-d: only 0 and -1 are valid
+        return x if x.ndim == 0 else P.cumulative(x, a, False, kind)
 
     def cumsum(self, axis: int = 0) -> "Tensor":
         """Running sum along `axis` (bools and small ints accumulate in int32)."""
@@ -329,9 +330,9 @@ class MathOpsMixin:
 
     def _cum_extremum(self, axis: int, kind: str) -> tuple["Tensor", "Tensor"]:
         from fgrad.core.tensor import Tensor
+        a = self._axis(axis)  # 0-d: only 0 and -1 are valid
         if self.ndim == 0:
             return self, Tensor.zeros((), dtype=dtypes.int32)
-        a = self._axis(axis)
         values = P.cumulative(self, a, False, kind)
         hit = self == values
         if self.dtype.is_float:

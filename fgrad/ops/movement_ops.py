@@ -18,7 +18,7 @@ from fgrad.core.dtypes import dtypes
 from fgrad.core.prims._util import fmt_shape
 from fgrad.ops.extra_ops import split_sequence
 from fgrad.ops.index_ops import IndexOpsMixin, as_int, take_range
-from fgrad.core.errors import ArgumentError, ArgumentTypeError, IndexRangeError
+from fgrad.core.errors import ArgumentError, ArgumentTypeError, AxisError, IndexRangeError
 
 if TYPE_CHECKING:
     from fgrad.core.tensor import Tensor
@@ -222,7 +222,7 @@ class MovementOpsMixin(IndexOpsMixin):
             return first.cat(*rest, dim=dim)
         ts = _joined((self,) + args)
         if any(t.ndim == 0 for t in ts):
-            raise IndexRangeError("cat: 0-d Tensors cannot be concatenated; use stack instead")
+            raise AxisError("cat: 0-d Tensors cannot be concatenated; use stack instead")
         d = self._axis(dim)
         for t in ts[1:]:
             if t.ndim != self.ndim or any(a != b for i, (a, b) in

@@ -172,8 +172,15 @@ def _shift_left(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     return np.where(y >= bits, 0, np.left_shift(x, np.where(y >= bits, 0, y))).astype(x.dtype)
 
 
-def _safe_pow_log(x: Any) -> Any:
-    return select(x > 0, log(select(x > 0, x, x * 0 + 1)), x * 0)
+def _pow_dx(x: Any, y: Any) -> Any:
+    """d(x ** y)/dx with PyTorch's conventions: 0 where y == 0 (x ** 0 is constant 1)."""
+    return select(y == 0, y * 0, y * pow(x, y - 1))
+
+
+def _pow_dy(x: Any, y: Any, out: Any) -> Any:
+    """d(x ** y)/dy = x ** y * log(x) with PyTorch's conventions: 0 where x == 0 and y >= 0,
+    -inf for 0 ** y with y < 0, NaN for a negative base."""
+    return select((x == 0) & (y >= 0), out * 0, out * log(x))
 
 
 add_p = binary("add", np.add, lambda x, y, o, t: t, lambda x, y, o, t: t, linear=True)
@@ -191,8 +198,8 @@ div_p = binary("div", _int_div, lambda x, y, o, t: safe_mul(t, 1 / y),
 div_p.transpose = lambda ct, x, y: [ct / y if is_undefined(x) else None, None]
 rem_p = binary("rem", _c_rem, lambda x, y, o, t: t,
                lambda x, y, o, t: -t * trunc_div_float(x, y))
-pow_p = binary("pow", _int_pow, lambda x, y, o, t: safe_mul(t, y * pow(x, y - 1)),
-               lambda x, y, o, t: safe_mul(t, _safe_pow_log(x) * o))
+pow_p = binary("pow", _int_pow, lambda x, y, o, t: safe_mul(t, _pow_dx(x, y)),
+               lambda x, y, o, t: safe_mul(t, _pow_dy(x, y, o)))
 max_p = binary("max", np.maximum, lambda x, y, o, t: t * _balanced(x > y, x == y, t),
                lambda x, y, o, t: t * _balanced(y > x, x == y, t), ANY)
 min_p = binary("min", np.minimum, lambda x, y, o, t: t * _balanced(x < y, x == y, t),
