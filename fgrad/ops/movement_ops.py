@@ -139,6 +139,10 @@ def _linear_axis(x: Any, axis: int, dst: Any, n: int, align_corners: bool) -> An
     return _gather_axis(x, axis, low) * (1 - w) + _gather_axis(x, axis, high) * w
 
 
+class PadModeError(ArgumentError, NotImplementedError):
+    """An unknown pad mode: a ValueError, and the NotImplementedError PyTorch raises."""
+
+
 class MovementOpsMixin(IndexOpsMixin):
     """Tensor methods: padding modes, joining/splitting, repeat, roll, triu/tril, resizing."""
 
@@ -148,9 +152,11 @@ class MovementOpsMixin(IndexOpsMixin):
             value: float = 0.0) -> "Tensor":
         """Pad with `mode` (constant, reflect, replicate, circular). `padding` is either flat,
         last axis first (left, right, top, bottom, ...), or one (before, after) pair or None
-        per axis. Negative amounts crop (before a non-constant mode pads, as PyTorch)."""
+        per axis. Negative amounts crop: reflect and replicate pad from the whole axis first
+        and crop after (entry i reads the padded input at i - before), circular crops first
+        (PyTorch's rules)."""
         if mode not in PAD_MODES:
-            raise ArgumentError(f"pad: mode must be one of {PAD_MODES}, got {mode!r}")
+            raise PadModeError(f"pad: mode must be one of {PAD_MODES}, got {mode!r}")
         pairs = _pad_pairs(self, padding)
         for axis, ((lo, hi), n) in enumerate(zip(pairs, self.shape, strict=True)):
             if min(lo, 0) + min(hi, 0) < -n:
@@ -159,10 +165,11 @@ class MovementOpsMixin(IndexOpsMixin):
         if mode == "constant":
             fill = _fill_scalar("pad", self.dtype, value)
             return P.pad(self, [(lo, hi, 0) for lo, hi in pairs], fill)
-        x = P.pad(self, [(min(lo, 0), min(hi, 0), 0) for lo, hi in pairs], 0)
+        crop = [(min(lo, 0), min(hi, 0), 0) for lo, hi in pairs]
+        x: Any = P.pad(self, crop, 0) if mode == "circular" else self
         for axis, (lo, hi) in enumerate(pairs):
             x = _pad_edges(x, axis, max(lo, 0), max(hi, 0), mode)
-        return x
+        return x if mode == "circular" else P.pad(x, crop, 0)
 
     def roll(self, shifts: int | Sequence[int], dims: int | Sequence[int] | None = None
              ) -> "Tensor":
