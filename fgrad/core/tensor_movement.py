@@ -105,8 +105,11 @@ class MovementMixin:
 
     def flip(self, *axis: Any) -> "Tensor":
         """Reverse along the given axes."""
-        axes = _shape_args(axis)
-        return P.rev(self, tuple(self._axis(int(a)) for a in axes))
+        axes = tuple(self._axis(int(a)) for a in _shape_args(axis))
+        if len(set(axes)) != len(axes):
+            raise ArgumentError(f"flip: axis {tuple(_shape_args(axis))} names an axis twice "
+                                f"(shape {self.shape})")
+        return P.rev(self, axes)
 
     # ------------------------------------------------------------------ indexing
     def __getitem__(self, index: Any) -> "Tensor":

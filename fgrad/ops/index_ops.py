@@ -86,14 +86,19 @@ def _flat_positions(shape: tuple[int, ...], index: Any, dim: int) -> Any:
 
 
 def _source(op: str, src: Any, index: Any, dtype: DType) -> Any:
-    """`src` as `dtype` cut to index's shape (a Python number fills that shape)."""
+    """`src` as `dtype` cut to index's shape (a Python number fills that shape). A Tensor
+    src must already have `dtype` (PyTorch refuses mixed dtypes too)."""
     from fgrad.core.tensor import Tensor, as_tensor
     if not isinstance(src, (Tensor, np.ndarray, list, tuple)):
         return Tensor.full(index.shape, src, dtype=dtype)
-    src = as_tensor(src).cast(dtype)
+    given, src = src, as_tensor(src)
     if src.ndim != index.ndim or any(s < i for s, i in zip(src.shape, index.shape)):
         raise ArgumentError(f"{op}: src of shape {fmt_shape(src.shape)} must have index's number "
                             f"of dims and sizes at least those of index {fmt_shape(index.shape)}")
+    if isinstance(given, Tensor) and src.dtype != dtype:
+        raise ArgumentTypeError(f"{op}: src has dtype {src.dtype.name} but self has "
+                                f"{dtype.name}; cast one of them (e.g. src.cast(self.dtype))")
+    src = src.cast(dtype)
     return P.slice_(src, (0,) * src.ndim, index.shape) if src.ndim else src
 
 
@@ -217,8 +222,10 @@ class IndexOpsMixin:
 
     def nonzero(self, size: int | None = None, fill_value: int = -1) -> "Tensor":
         """The (k, ndim) int32 indices of the nonzero entries, in row-major order. With
-        `size=N`, exactly N rows (padded with fill_value): usable under jit/vmap."""
+        `size=N`, exactly N rows (padded with fill_value, truncated to an int: the result
+        stays int32): usable under jit/vmap."""
         k = _result_size("nonzero", self, self.shape, size)
+        fill_value = int(fill_value)
         if self.ndim == 0 or self.numel() == 0:
             return P.zeros((k, self.ndim), dtypes.int32) + fill_value
         positions, valid = _selected_positions((self != 0).reshape(-1), k)
