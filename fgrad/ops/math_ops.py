@@ -75,6 +75,15 @@ def _softplus(x: "Tensor") -> "Tensor":
     return positive.where(xp + _log1p((-xp).exp()), _log1p(xn.exp()))
 
 
+def _acosh_from_one(x: "Tensor") -> "Tensor":
+    """acosh(x) for x >= 1 (NaN below), accurate near 1 and for large x."""
+    large = x > _LARGE
+    y = large.where(1, x) - 1
+    near = _log1p(y + y.sqrt() * (y + 2).sqrt())
+    far = large.where(x, 1).log() + math.log(2)
+    return large.where(far, near)
+
+
 def _count(shape: Sequence[int], axes: tuple[int, ...]) -> int:
     return math.prod(shape[a] for a in axes)
 
@@ -212,13 +221,12 @@ class MathOpsMixin:
         return negative.where(-out, out)
 
     def acosh(self) -> "Tensor":
-        """Inverse hyperbolic cosine (NaN below 1), accurate near 1 and for large x."""
+        """Inverse hyperbolic cosine (NaN below 1), accurate near 1 and for large x. The
+        derivative is 1 / sqrt(x^2 - 1) wherever that is defined, below -1 too (PyTorch's)."""
         x = _float(self)
-        large = x > _LARGE
-        y = large.where(1, x) - 1
-        near = _log1p(y + y.sqrt() * (y + 2).sqrt())
-        far = large.where(x, 1).log() + math.log(2)
-        return large.where(far, near)
+        mirrored = x <= -1
+        out = _acosh_from_one(mirrored.where(-x, x))
+        return mirrored.where(math.nan - out, out)
 
     # ------------------------------------------------------------------ inverse trigonometric
     def atan(self) -> "Tensor":
@@ -257,8 +265,10 @@ class MathOpsMixin:
         x, out_dtype = _widened(self)
         axes = _axes(x, axis)
         squares = (x - x.mean(axes, keepdim=True)).square()
-        n = _count(x.shape, axes)
-        return (squares.sum(axes, keepdim) / max(n - correction, 0)).cast(out_dtype)
+        dof = _count(x.shape, axes) - correction
+        total = squares.sum(axes, keepdim)
+        # no degrees of freedom: inf (NaN for 0 / 0) with NaN gradients, as PyTorch
+        return (total / dof if dof > 0 else total * math.inf).cast(out_dtype)
 
     def std(self, axis: Axis = None, keepdim: bool = False, correction: int = 1) -> "Tensor":
         """Standard deviation over `axis` (the square root of var)."""
