@@ -17,6 +17,7 @@ from fgrad.core import prims as P
 from fgrad.core.dtypes import dtypes
 from fgrad.core.prims._util import fmt_shape
 from fgrad.ops.extra_ops import split_sequence
+from fgrad.ops.resize_uint8 import linear_axis_uint8
 from fgrad.ops.index_ops import IndexOpsMixin, as_int, take_range
 from fgrad.core.errors import ArgumentError, ArgumentTypeError, AxisError, IndexRangeError
 
@@ -314,7 +315,8 @@ class MovementOpsMixin(IndexOpsMixin):
     def interpolate(self, size: Sequence[int], mode: str = "linear",
                     align_corners: bool = False) -> "Tensor":
         """Resize the last len(size) axes to `size` (other axes are batch axes). Modes:
-        'linear' (also 'bilinear'/'trilinear' for 2/3 axes), 'nearest', 'nearest-exact'."""
+        'linear' (also 'bilinear'/'trilinear' for 2/3 axes), 'nearest', 'nearest-exact'.
+        uint8 Tensors resize linearly in fixed point, rounding per axis (as PyTorch)."""
         if mode not in INTERPOLATE_MODES:
             raise ArgumentError(f"interpolate: mode must be one of {tuple(INTERPOLATE_MODES)}, "
                                 f"got {mode!r}")
@@ -327,10 +329,12 @@ class MovementOpsMixin(IndexOpsMixin):
                                 + (f" (exactly {want} for mode {mode!r})" if want else ""))
         if align_corners and not mode.endswith("linear"):
             raise ArgumentError("interpolate: align_corners=True needs a linear mode")
-        x: Any = self if self.dtype.is_float else self.cast(dtypes.default_float)
+        fixed_point = mode.endswith("linear") and self.dtype == dtypes.uint8
+        x: Any = self if self.dtype.is_float or fixed_point else self.cast(dtypes.default_float)
         for i in range(1, len(size) + 1):
             if self.shape[-i] == 0:
                 raise ArgumentError(f"interpolate: cannot resize the empty axis {self.ndim - i} of "
                                     f"{fmt_shape(self.shape)}")
-            x = _resample_axis(x, self.ndim - i, size[-i], mode, align_corners)
+            x = linear_axis_uint8(x, self.ndim - i, size[-i], align_corners) if fixed_point \
+                else _resample_axis(x, self.ndim - i, size[-i], mode, align_corners)
         return x.cast(self.dtype)
