@@ -1,4 +1,5 @@
-"""Tensor methods: copysign, log10, logaddexp, diag, diagonal, unfold, contiguous_backward.
+"""Tensor methods: copysign, log10, logaddexp, softmin, normalize, diag, diagonal, unfold,
+contiguous_backward.
 
 Each is a composition of primitives, so its derivative, batching rule and lowering come from
 them. Integer inputs of the float functions compute in the default float dtype.
@@ -45,7 +46,8 @@ def sign_bit(x: "Tensor") -> "Tensor":
 
 
 class ExtraOpsMixin:
-    """Tensor methods: copysign, log10, logaddexp, diag, diagonal, unfold."""
+    """Tensor methods: copysign, log10, logaddexp, softmin, normalize, diag, diagonal,
+    unfold, contiguous_backward."""
 
     __slots__ = ()
 
@@ -65,6 +67,23 @@ class ExtraOpsMixin:
         """log(exp(self) + exp(other)) elementwise, without overflow."""
         x, y = coerce("logaddexp", self, other)
         return _logaddexp(_float(x), _float(y))
+
+    def softmin(self, axis: int = -1, dtype: Any = None) -> "Tensor":
+        """softmax(-x) along `axis`."""
+        return (-self).softmax(axis, dtype)
+
+    def normalize(self, p: float = 2.0, dim: int = 1, eps: float = 1e-12) -> "Tensor":
+        """self / max(||self||_p, eps) with the p-norm taken along `dim` (PyTorch's
+        F.normalize; p=0 counts nonzero entries, p=inf takes the largest magnitude)."""
+        x = _float(self)
+        a = x.abs()
+        if p == 0:
+            norm = (x != 0).cast(x.dtype).sum(dim, keepdim=True)
+        elif math.isinf(p):
+            norm = a.max(dim, keepdim=True) if p > 0 else a.min(dim, keepdim=True)
+        else:
+            norm = a.pow(p).sum(dim, keepdim=True).pow(1 / p)
+        return x / norm.maximum(eps)
 
     def contiguous_backward(self) -> "Tensor":
         """Identity: fgrad's gradients are always dense arrays, so there is nothing to make
