@@ -12,7 +12,7 @@ import numpy as np
 
 from fgrad.core import tree_util
 from fgrad.core.api_util import fn_name
-from fgrad.core.errors import ArgumentTypeError
+from fgrad.core.errors import ArgumentError, ArgumentTypeError
 
 
 def _aval(x: Any) -> tuple[tuple[int, ...], str]:
@@ -27,7 +27,9 @@ def _fmt(x: Any) -> str:
 
 
 def _check_leaves(kind: str, rule: Callable[..., Any], what: str, expected: Any,
-                  got: Any, check_dtype: bool) -> None:
+                  got: Any, shape_error: type[Exception]) -> None:
+    """Structure mismatches raise a TypeError, shape/dtype mismatches `shape_error` (JAX's
+    classes: ValueError for custom_vjp, TypeError for custom_jvp)."""
     exp_leaves, exp_tree = tree_util.tree_flatten(expected)
     got_leaves, got_tree = tree_util.tree_flatten(got)
     if exp_tree != got_tree:
@@ -35,10 +37,10 @@ def _check_leaves(kind: str, rule: Callable[..., Any], what: str, expected: Any,
                                 f"{exp_tree}, got {got_tree}")
     for i, (e, g) in enumerate(zip(exp_leaves, got_leaves, strict=True)):
         (e_shape, e_dtype), (g_shape, g_dtype) = _aval(e), _aval(g)
-        float_pair = getattr(getattr(e, "dtype", None), "is_float", False)
-        if e_shape != g_shape or (check_dtype and float_pair and e_dtype != g_dtype):
-            raise ArgumentTypeError(f"{kind} rule {fn_name(rule)}: {what}, leaf {i}, must "
-                                    f"have shape/dtype {_fmt(e)}, got {_fmt(g)}")
+        float_pair = all(getattr(getattr(v, "dtype", None), "is_float", False) for v in (e, g))
+        if e_shape != g_shape or (float_pair and e_dtype != g_dtype):
+            raise shape_error(f"{kind} rule {fn_name(rule)}: {what}, leaf {i}, must "
+                              f"have shape/dtype {_fmt(e)}, got {_fmt(g)}")
 
 
 def check_bwd_output(bwd: Callable[..., Any], in_cts: tuple, args: tuple) -> tuple:
@@ -47,7 +49,7 @@ def check_bwd_output(bwd: Callable[..., Any], in_cts: tuple, args: tuple) -> tup
     for i, (ct, arg) in enumerate(zip(in_cts, args, strict=True)):
         if ct is not None:
             _check_leaves("custom_vjp bwd", bwd, f"the cotangent of argument {i}", arg, ct,
-                          check_dtype=True)
+                          ArgumentError)
     return in_cts
 
 
@@ -59,7 +61,7 @@ def check_jvp_output(rule: Callable[..., Any], out: Any, out_dot: Any, out_tree:
         raise ArgumentTypeError(f"custom_jvp rule {fn_name(rule)}: the primal output must "
                                 f"have the function's output structure {out_tree}, got "
                                 f"{got_tree}")
-    _check_leaves("custom_jvp", rule, "the tangent output", out, out_dot, check_dtype=True)
+    _check_leaves("custom_jvp", rule, "the tangent output", out, out_dot, ArgumentTypeError)
 
 
 __all__ = ["check_bwd_output", "check_jvp_output"]
