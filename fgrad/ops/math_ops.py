@@ -261,7 +261,8 @@ class MathOpsMixin:
 
     # ------------------------------------------------------------------ statistics
     def var(self, axis: Axis = None, keepdim: bool = False, correction: int = 1) -> "Tensor":
-        """Variance over `axis` with `correction` (Bessel's by default) subtracted from n."""
+        """Variance over `axis`: the sum of squared deviations over n - correction (Bessel's
+        correction 1 by default); inf or NaN, with NaN gradients, when that is <= 0."""
         x, out_dtype = _widened(self)
         axes = _axes(x, axis)
         squares = (x - x.mean(axes, keepdim=True)).square()
