@@ -5,8 +5,8 @@ from typing import Any
 
 from fgrad.core import dtypes as _dt
 from fgrad.core import prims as P
-from fgrad.core.tensor_math import broadcast_shapes, broadcast_to
 from fgrad.core.errors import ArgumentError
+from fgrad.core.tensor_math import broadcast_shapes, broadcast_to
 
 
 def matmul(x: Any, y: Any) -> Any:

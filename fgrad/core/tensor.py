@@ -13,6 +13,7 @@ import numpy as np
 from fgrad.core import device as _device
 from fgrad.core import dtypes as _dt
 from fgrad.core.dtypes import DType, dtypes
+from fgrad.core.errors import ArgumentError, ArgumentTypeError, IndexRangeError
 from fgrad.core.ir import ShapedArray
 from fgrad.core.tensor_create import CreationMixin
 from fgrad.core.tensor_math import MathMixin
@@ -24,7 +25,6 @@ from fgrad.ops.linalg import LinalgMixin
 from fgrad.ops.math_ops import MathOpsMixin
 from fgrad.ops.movement_ops import MovementOpsMixin
 from fgrad.ops.nn_ops import NNOpsMixin
-from fgrad.core.errors import ArgumentError, ArgumentTypeError, IndexRangeError
 
 
 class ConcretizationError(TypeError):

@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING, Any, Callable
 from fgrad.core import dtypes as _dt
 from fgrad.core import prims as P
 from fgrad.core.dtypes import DType, dtypes
-from fgrad.core.prims._util import fmt_shape
 from fgrad.core.errors import ArgumentError, ArgumentTypeError
+from fgrad.core.prims._util import fmt_shape
 
 if TYPE_CHECKING:
     from fgrad.core.tensor import Tensor

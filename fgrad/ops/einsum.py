@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 from fgrad.core import dtypes as _dt
 from fgrad.core import prims as P
-from fgrad.core.prims._util import fmt_shape
 from fgrad.core.errors import ArgumentError
+from fgrad.core.prims._util import fmt_shape
 
 if TYPE_CHECKING:
     from fgrad.core.tensor import Tensor

@@ -13,8 +13,8 @@ import numpy as np
 
 from fgrad.core import prims as P
 from fgrad.core.dtypes import DType, dtypes
-from fgrad.core.prims._util import fmt_shape
 from fgrad.core.errors import ArgumentError, ArgumentTypeError, IndexRangeError
+from fgrad.core.prims._util import fmt_shape
 
 if TYPE_CHECKING:
     from fgrad.core.tensor import Tensor

@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING, Any
 from fgrad.core import dtypes as _dt
 from fgrad.core import prims as P
 from fgrad.core.dtypes import dtypes
+from fgrad.core.errors import ArgumentError
 from fgrad.core.prims._util import fmt_shape
 from fgrad.core.prims import linalg as lp
 from fgrad.core.tensor_math import broadcast_shapes
-from fgrad.core.errors import ArgumentError
 
 if TYPE_CHECKING:
     from fgrad.core.tensor import Tensor

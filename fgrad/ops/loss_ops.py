@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 from fgrad.core import prims as P
 from fgrad.core.dtypes import dtypes
-from fgrad.core.prims._util import fmt_shape
 from fgrad.core.errors import ArgumentError, ArgumentTypeError
+from fgrad.core.prims._util import fmt_shape
 
 if TYPE_CHECKING:
     from fgrad.core.tensor import Tensor

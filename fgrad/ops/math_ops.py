@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 from fgrad.core import prims as P
 from fgrad.core.dtypes import DType, dtypes
+from fgrad.core.errors import ArgumentError
 from fgrad.core.tensor_math import coerce
 from fgrad.core.tensor_reduce import Axis, _axes, sum_dtype
-from fgrad.core.errors import ArgumentError
 
 if TYPE_CHECKING:
     from fgrad.core.tensor import Tensor

@@ -15,11 +15,11 @@ import numpy as np
 from fgrad.core import dtypes as _dt
 from fgrad.core import prims as P
 from fgrad.core.dtypes import dtypes
+from fgrad.core.errors import ArgumentError, ArgumentTypeError, AxisError, IndexRangeError
 from fgrad.core.prims._util import fmt_shape
 from fgrad.ops.extra_ops import split_sequence
-from fgrad.ops.resize_uint8 import linear_axis_uint8
 from fgrad.ops.index_ops import IndexOpsMixin, as_int, take_range
-from fgrad.core.errors import ArgumentError, ArgumentTypeError, AxisError, IndexRangeError
+from fgrad.ops.resize_uint8 import linear_axis_uint8
 
 if TYPE_CHECKING:
     from fgrad.core.tensor import Tensor

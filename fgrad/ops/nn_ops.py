@@ -14,12 +14,12 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from fgrad.core import prims as P
 from fgrad.core.dtypes import dtypes
+from fgrad.core.errors import ArgumentError
 from fgrad.core.prims._util import fmt_shape
 from fgrad.ops import einsum as _einsum
 from fgrad.ops.conv_ops import ConvOpsMixin
 from fgrad.ops.loss_ops import LossOpsMixin
 from fgrad.ops.pool_ops import PoolOpsMixin
-from fgrad.core.errors import ArgumentError
 
 if TYPE_CHECKING:
     from fgrad.core.tensor import Tensor

@@ -14,9 +14,9 @@ import numpy as np
 
 from fgrad.core import prims as P
 from fgrad.core.dtypes import DType, dtypes
+from fgrad.core.errors import ArgumentError
 from fgrad.core.prims._util import fmt_shape
 from fgrad.ops.conv_ops import Pads, make_tuple, pad_spatial, resolve_padding, windows
-from fgrad.core.errors import ArgumentError
 
 if TYPE_CHECKING:
     from fgrad.core.tensor import Tensor

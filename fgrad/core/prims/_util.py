@@ -6,8 +6,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from fgrad.core.dtypes import DType
-from fgrad.core.ir import ShapedArray
 from fgrad.core.errors import ArgumentError, ArgumentTypeError
+from fgrad.core.ir import ShapedArray
 
 
 class UndefinedPrimal:

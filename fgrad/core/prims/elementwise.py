@@ -13,11 +13,11 @@ import numpy as np
 import scipy.special as _sps
 
 from fgrad.core.dtypes import DType, dtypes
+from fgrad.core.errors import ArgumentError, ArgumentTypeError
 from fgrad.core.ir import ShapedArray
 from fgrad.core.primitive import Primitive
 from fgrad.core.prims._util import (batch_size, check_kinds, check_same, instantiate,
                                      is_undefined, move_bdim, zeros_like_aval)
-from fgrad.core.errors import ArgumentError, ArgumentTypeError
 
 FLOAT, INT, INT_BOOL, NUMERIC, ANY = "f", "iu", "biu", "iuf", "biuf"
 

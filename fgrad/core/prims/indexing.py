@@ -12,11 +12,11 @@ from typing import Any
 import numpy as np
 
 from fgrad.core.dtypes import dtypes
+from fgrad.core.errors import ArgumentError, ArgumentTypeError
 from fgrad.core.ir import ShapedArray
 from fgrad.core.primitive import Primitive
 from fgrad.core.prims._util import (batch_size, fmt_shape, instantiate, is_undefined,
                                      move_bdim, zeros, zeros_like_aval)
-from fgrad.core.errors import ArgumentError, ArgumentTypeError
 
 gather_p = Primitive("gather", linear=True)
 scatter_p = Primitive("scatter", linear=True)

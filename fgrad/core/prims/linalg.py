@@ -14,10 +14,10 @@ import numpy as np
 from scipy.linalg import blas, lapack
 
 from fgrad.core.dtypes import dtypes
+from fgrad.core.errors import ArgumentError
 from fgrad.core.ir import ShapedArray
 from fgrad.core.primitive import Primitive
 from fgrad.core.prims._util import check_kinds, fmt_shape, instantiate, is_undefined, move_bdim
-from fgrad.core.errors import ArgumentError
 
 # ---------------------------------------------------------------------------- helpers
 

@@ -9,11 +9,11 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from fgrad.core.errors import ArgumentError
 from fgrad.core.ir import ShapedArray
 from fgrad.core.primitive import Primitive
 from fgrad.core.prims._util import (batch_size, fmt_shape, instantiate, is_undefined,
                                      move_bdim)
-from fgrad.core.errors import ArgumentError
 
 
 def _linear_jvp(prim: Primitive) -> Any:

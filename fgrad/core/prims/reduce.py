@@ -9,10 +9,10 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from fgrad.core.dtypes import DType, dtypes
+from fgrad.core.errors import ArgumentError
 from fgrad.core.ir import ShapedArray
 from fgrad.core.primitive import Primitive
 from fgrad.core.prims._util import fmt_shape, move_bdim
-from fgrad.core.errors import ArgumentError
 
 
 def _reduced_shape(op: str, x: ShapedArray, axes: tuple[int, ...]) -> tuple[int, ...]:

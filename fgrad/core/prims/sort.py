@@ -12,10 +12,10 @@ from typing import Any
 import numpy as np
 
 from fgrad.core.dtypes import dtypes
+from fgrad.core.errors import ArgumentError
 from fgrad.core.ir import ShapedArray
 from fgrad.core.primitive import Primitive
 from fgrad.core.prims._util import fmt_shape, move_bdim
-from fgrad.core.errors import ArgumentError
 
 sort_p = Primitive("sort", multiple_results=True)
 
