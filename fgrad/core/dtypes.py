@@ -17,6 +17,7 @@ Promotion rules (the same lattice as PyTorch and JAX for the common cases):
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import ml_dtypes
 import numpy as np
@@ -46,6 +47,16 @@ class DType:
     @property
     def is_unsigned(self) -> bool:
         return self.kind == "u"
+
+    @property
+    def min(self) -> Any:
+        """The smallest value of the dtype (-inf for floats, False for bool)."""
+        return dtype_limits(self)[0]
+
+    @property
+    def max(self) -> Any:
+        """The largest value of the dtype (inf for floats, True for bool)."""
+        return dtype_limits(self)[1]
 
 
 def _make(name: str, short: str, npdtype: object, kind: str) -> DType:
@@ -187,3 +198,13 @@ def scalar_default_dtype(value: object) -> DType:
     if kind is None:
         raise TypeError(f"expected a Python scalar, got {type(value).__name__}")
     return {"b": dtypes.bool, "i": dtypes.default_int, "f": dtypes.default_float}[kind]
+
+
+def dtype_limits(dtype: DType) -> tuple[Any, Any]:
+    """(min, max) of `dtype` as Python values: -inf/inf for floats, False/True for bool."""
+    if dtype.kind == "b":
+        return False, True
+    if dtype.kind == "f":
+        return -float("inf"), float("inf")
+    info = np.iinfo(dtype.np)
+    return int(info.min), int(info.max)

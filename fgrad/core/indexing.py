@@ -12,6 +12,7 @@ import numpy as np
 
 from fgrad.core import prims as P
 from fgrad.core.dtypes import dtypes
+from fgrad.core.errors import IndexRangeError
 
 
 def _is_int(x: Any) -> bool:
@@ -23,33 +24,80 @@ def _normalize(tensor: Any, index: Any) -> list[Any]:
     items = list(index) if isinstance(index, tuple) else [index]
     out = []
     for it in items:
-        if isinstance(it, (list, np.ndarray)) or (isinstance(it, Tensor) and it.ndim > 0) or (
-                isinstance(it, Tensor) and not it.dtype.is_int):
+        if isinstance(it, (list, tuple, np.ndarray)) or (
+                isinstance(it, Tensor) and (it.ndim > 0 or not it.dtype.is_int)):
             it = it if isinstance(it, Tensor) else Tensor(_index_array(it))
             if it.dtype == dtypes.bool:
-                out.extend(_mask_to_indices(it))
+                out.append(_Mask(it))
                 continue
             if not it.dtype.is_int:
-                raise IndexError(f"tensors used as indices must be integer or bool, "
-                                 f"got {it.dtype.name}")
+                raise IndexRangeError(f"tensors used as indices must be integer or bool, "
+                                      f"got {it.dtype.name}")
         elif isinstance(it, Tensor):
             it = it if not _concrete_ok(it) else int(it.item())
         elif isinstance(it, (bool, np.bool_)):
-            raise IndexError("a Python bool is not a valid index; use a bool Tensor mask")
-        elif not (_is_int(it) or it is None or it is Ellipsis or isinstance(it, slice)):
-            raise IndexError(f"invalid index {it!r} of type {type(it).__name__}")
+            raise IndexRangeError("a Python bool is not a valid index; use a bool Tensor mask")
+        elif isinstance(it, slice):
+            it = _plain_slice(it)
+        elif not (_is_int(it) or it is None or it is Ellipsis):
+            raise IndexRangeError(f"invalid index {it!r} of type {type(it).__name__}")
         out.append(it)
     if sum(it is Ellipsis for it in out) > 1:
-        raise IndexError("an index can only have a single ellipsis ('...')")
-    used = sum(1 for it in out if it is not None and it is not Ellipsis)
+        raise IndexRangeError("an index can only have a single ellipsis ('...')")
+    used = sum(it.ndim if isinstance(it, _Mask) else 1
+               for it in out if it is not None and it is not Ellipsis)
     if used > tensor.ndim:
-        raise IndexError(f"too many indices for a Tensor of shape {tensor.shape}: {used} given")
+        raise IndexRangeError(f"too many indices for a Tensor of shape {tensor.shape}: "
+                              f"{used} given")
     if Ellipsis in [it if it is Ellipsis else None for it in out]:
         pos = next(i for i, it in enumerate(out) if it is Ellipsis)
         out[pos:pos + 1] = [slice(None)] * (tensor.ndim - used)
     else:
         out += [slice(None)] * (tensor.ndim - used)
+    return _expand_masks(tensor, out)
+
+
+class _Mask:
+    """A bool-mask index, kept whole until its axes are known."""
+
+    def __init__(self, mask: Any):
+        self.mask, self.ndim = mask, mask.ndim
+
+
+def _expand_masks(tensor: Any, items: list[Any]) -> list[Any]:
+    """Replace each bool mask by the integer indices of its True entries, after checking
+    that its shape equals the shape of the axes it covers (as PyTorch and NumPy do)."""
+    out, axis = [], 0
+    for it in items:
+        if isinstance(it, _Mask):
+            covered = tuple(tensor.shape[axis:axis + it.ndim])
+            if tuple(it.mask.shape) != covered:
+                raise IndexRangeError(f"the bool mask of shape {tuple(it.mask.shape)} does not "
+                                      f"match the shape {covered} of the indexed axes "
+                                      f"{axis}..{axis + it.ndim - 1} of a Tensor of shape "
+                                      f"{tuple(tensor.shape)}")
+            out.extend(_mask_to_indices(it.mask))
+            axis += it.ndim
+            continue
+        axis += it is not None
+        out.append(it)
     return out
+
+
+def _plain_slice(s: slice) -> slice:
+    """A slice whose bounds are Python ints or None (0-d integer Tensors are converted)."""
+    from fgrad.core.errors import ArgumentTypeError
+    from fgrad.core.tensor import Tensor
+    bounds = []
+    for b in (s.start, s.stop, s.step):
+        if isinstance(b, Tensor):
+            if b.ndim or not b.dtype.is_int:
+                raise ArgumentTypeError(f"slice bounds must be ints or 0-d integer Tensors, "
+                                        f"got a Tensor of shape {b.shape} and dtype "
+                                        f"{b.dtype.name}")
+            b = int(b.item())
+        bounds.append(b)
+    return slice(*bounds)
 
 
 def _index_array(it: Any) -> np.ndarray:
@@ -65,8 +113,8 @@ def _concrete_ok(t: Any) -> bool:
 def _mask_to_indices(mask: Any) -> list[Any]:
     from fgrad.core.tensor import Tensor, Tracer
     if isinstance(mask, Tracer):
-        raise IndexError("boolean mask indexing has a data-dependent shape and cannot be "
-                         "traced; use Tensor.where(mask, x, 0) or masked_select(..., size=)")
+        raise IndexRangeError("boolean mask indexing has a data-dependent shape and cannot be "
+                              "traced; use Tensor.where(mask, x, 0) or masked_select(..., size=)")
     return [Tensor(i.astype(np.int32)) for i in np.nonzero(mask.numpy())]
 
 
@@ -86,8 +134,8 @@ def getitem(x: Any, index: Any) -> Any:
         elif _is_int(it):
             n = y.shape[axis]
             if not -n <= it < n:
-                raise IndexError(f"index {it} is out of bounds for axis {src_axis - 1} with "
-                                 f"size {n}")
+                raise IndexRangeError(f"index {it} is out of bounds for axis {src_axis - 1} with "
+                                      f"size {n}")
             y = P.slice_(y, _at(y, axis, 0, it % n), _at(y, axis, y.shape[axis], it % n + 1))
             y = P.reshape(y, y.shape[:axis] + y.shape[axis + 1:])
         else:
@@ -129,7 +177,7 @@ def _check_bounds(idx: Any, n: int, axis: int) -> None:
         arr = idx.numpy()
         if arr.size and (arr.min() < -n or arr.max() >= n):
             bad = arr[(arr < -n) | (arr >= n)].reshape(-1)[0]
-            raise IndexError(f"index {bad} is out of bounds for axis {axis} with size {n}")
+            raise IndexRangeError(f"index {bad} is out of bounds for axis {axis} with size {n}")
 
 
 def _wrap_negative(idx: Any, n: int) -> Any:

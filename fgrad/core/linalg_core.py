@@ -5,21 +5,22 @@ from typing import Any
 
 from fgrad.core import dtypes as _dt
 from fgrad.core import prims as P
+from fgrad.core.errors import ArgumentError
 from fgrad.core.methods.tensor_math import broadcast_shapes, broadcast_to
 
 
 def matmul(x: Any, y: Any) -> Any:
     """`x @ y` (dtypes promoted; 1-d operands are treated as row/column vectors)."""
     if x.ndim == 0 or y.ndim == 0:
-        raise ValueError(f"matmul: both operands need at least 1 dimension, got shapes "
-                         f"{x.shape} and {y.shape}; use * for scalars")
+        raise ArgumentError(f"matmul: both operands need at least 1 dimension, got shapes "
+                            f"{x.shape} and {y.shape}; use * for scalars")
     dtype = _dt.promote(x.dtype, y.dtype)
     x, y = x.cast(dtype), y.cast(dtype)
     x2 = x.reshape(1, -1) if x.ndim == 1 else x
     y2 = y.reshape(-1, 1) if y.ndim == 1 else y
     if x2.shape[-1] != y2.shape[-2]:
-        raise ValueError(f"matmul: inner dimensions differ: {x.shape} @ {y.shape} "
-                         f"({x2.shape[-1]} != {y2.shape[-2]})")
+        raise ArgumentError(f"matmul: inner dimensions differ: {x.shape} @ {y.shape} "
+                            f"({x2.shape[-1]} != {y2.shape[-2]})")
     batch = broadcast_shapes("matmul", x2.shape[:-2], y2.shape[:-2])
     nb = len(batch)
     if x2.ndim == 2 and nb == 0:

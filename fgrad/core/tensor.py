@@ -13,12 +13,14 @@ import numpy as np
 from fgrad.core import device as _device
 from fgrad.core import dtypes as _dt
 from fgrad.core.dtypes import DType, dtypes
+from fgrad.core.errors import ArgumentError, ArgumentTypeError, IndexRangeError
 from fgrad.core.ir import ShapedArray
 from fgrad.core.methods.tensor_create import CreationMixin
 from fgrad.core.methods.tensor_math import MathMixin
 from fgrad.core.methods.tensor_movement import MovementMixin
 from fgrad.core.methods.tensor_reduce import ReduceMixin
 from fgrad.core.trace import LeakedTracerError, Trace
+from fgrad.core.methods.extra_ops import ExtraOpsMixin
 from fgrad.core.methods.linalg import LinalgMixin
 from fgrad.core.methods.math_ops import MathOpsMixin
 from fgrad.core.methods.movement_ops import MovementOpsMixin
@@ -36,14 +38,14 @@ def _from_python(data: Any, dtype: DType | None) -> np.ndarray:
     try:
         arr = np.asarray(data)
     except ValueError:
-        raise ValueError(f"cannot build a Tensor from a ragged nested {type(data).__name__}: "
-                         f"every row must have the same length") from None
+        raise ArgumentError(f"cannot build a Tensor from a ragged nested {type(data).__name__}: "
+                            f"every row must have the same length") from None
     if arr.dtype == object and all(_dt.weak_type_of(v) == "i" for v in arr.flat):
         raise OverflowError("a Python int is too large for any fgrad integer dtype (int64 "
                             "is the widest)")
     if arr.dtype.kind not in "biuf":
-        raise TypeError(f"cannot build a Tensor from {type(data).__name__}: elements must be "
-                        f"Python numbers or bools, got NumPy dtype {arr.dtype}")
+        raise ArgumentTypeError(f"cannot build a Tensor from {type(data).__name__}: elements "
+                                f"must be Python numbers or bools, got NumPy dtype {arr.dtype}")
     if dtype is None:
         kind = arr.dtype.kind
         dtype = {"b": dtypes.bool, "f": dtypes.default_float}.get(kind, dtypes.default_int)
@@ -70,7 +72,7 @@ def _freeze(arr: np.ndarray) -> np.ndarray:
 
 
 class Tensor(MathMixin, MovementMixin, ReduceMixin, CreationMixin, MathOpsMixin,
-             MovementOpsMixin, NNOpsMixin, LinalgMixin):
+             MovementOpsMixin, NNOpsMixin, LinalgMixin, ExtraOpsMixin):
     """An immutable n-dimensional array (tinygrad's API, JAX's semantics).
 
     `Tensor(data, dtype=None)` accepts Python scalars, nested lists, NumPy arrays and Tensors.
@@ -83,8 +85,8 @@ class Tensor(MathMixin, MovementMixin, ReduceMixin, CreationMixin, MathOpsMixin,
     def __init__(self, data: Any, dtype: Any = None, device: str | None = None):
         dtype = None if dtype is None else _dt.to_dtype(dtype)
         if isinstance(data, Tracer):
-            raise TypeError("Tensor(tracer) is not allowed under a transformation; use "
-                            "x.cast(dtype) to change a traced value's dtype")
+            raise ArgumentTypeError("Tensor(tracer) is not allowed under a transformation; use "
+                                    "x.cast(dtype) to change a traced value's dtype")
         if isinstance(data, Tensor):
             device = device if device is not None else data.device
             arr = _device.to_host(data._data)
@@ -156,7 +158,7 @@ class Tensor(MathMixin, MovementMixin, ReduceMixin, CreationMixin, MathOpsMixin,
 
     def __len__(self) -> int:
         if not self.shape:
-            raise TypeError("len() of a 0-d Tensor")
+            raise ArgumentTypeError("len() of a 0-d Tensor")
         return self.shape[0]
 
     # ---------------------------------------------------------------- data access
@@ -176,7 +178,7 @@ class Tensor(MathMixin, MovementMixin, ReduceMixin, CreationMixin, MathOpsMixin,
         """The value of a one-element Tensor as a Python number."""
         arr = self._concrete("item()")
         if arr.size != 1:
-            raise ValueError(f"item() needs a Tensor with one element, got shape {arr.shape}")
+            raise ArgumentError(f"item() needs a Tensor with one element, got shape {arr.shape}")
         return arr.reshape(()).item() if arr.dtype != dtypes.bfloat16.np else float(arr.flat[0])
 
     def tolist(self) -> Any:
@@ -195,8 +197,8 @@ class Tensor(MathMixin, MovementMixin, ReduceMixin, CreationMixin, MathOpsMixin,
     def __bool__(self) -> bool:
         arr = self._concrete("bool()")
         if arr.size != 1:
-            raise ValueError(f"the truth value of a Tensor with shape {arr.shape} is ambiguous; "
-                             f"use .any() or .all()")
+            raise ArgumentError(f"the truth value of a Tensor with shape {arr.shape} is ambiguous; "
+                                f"use .any() or .all()")
         return bool(arr.reshape(()))
 
     def __int__(self) -> int:
@@ -207,13 +209,14 @@ class Tensor(MathMixin, MovementMixin, ReduceMixin, CreationMixin, MathOpsMixin,
 
     def __index__(self) -> int:
         if not self.dtype.is_int:
-            raise TypeError(f"only integer Tensors can be used as an index, got {self.dtype!r}")
+            raise ArgumentTypeError(f"only integer Tensors can be used as an index, got "
+                                    f"{self.dtype!r}")
         return int(self._scalar("__index__()"))
 
     def _scalar(self, why: str) -> Any:
         arr = self._concrete(why)
         if arr.size != 1:
-            raise TypeError(f"{why} needs a Tensor with one element, got shape {arr.shape}")
+            raise ArgumentTypeError(f"{why} needs a Tensor with one element, got shape {arr.shape}")
         return arr.reshape(())
 
     def __repr__(self) -> str:
@@ -229,13 +232,14 @@ class Tensor(MathMixin, MovementMixin, ReduceMixin, CreationMixin, MathOpsMixin,
 
     def __iter__(self):  # type: ignore[no-untyped-def]
         if not self.shape:
-            raise TypeError("iteration over a 0-d Tensor")
+            raise ArgumentTypeError("iteration over a 0-d Tensor")
         return (self[i] for i in range(self.shape[0]))
 
     def _axis(self, dim: int) -> int:
         n = self.ndim
         if not -max(n, 1) <= dim < max(n, 1):
-            raise IndexError(f"dimension {dim} is out of range for a Tensor of shape {self.shape}")
+            raise IndexRangeError(f"dimension {dim} is out of range for a Tensor of "
+                                  f"shape {self.shape}")
         return dim % max(n, 1)
 
     def detach(self) -> "Tensor":

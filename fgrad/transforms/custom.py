@@ -22,6 +22,7 @@ from fgrad.core.staging import StagingTrace, _live_eqns
 from fgrad.core.tensor import as_tensor
 from fgrad.core.trace import set_current_trace
 from fgrad.transforms import cf_util as U
+from fgrad.transforms.custom_checks import check_bwd_output, check_jvp_output
 
 custom_jvp_call_p = Primitive("custom_jvp_call", multiple_results=True)
 custom_vjp_call_p = Primitive("custom_vjp_call", multiple_results=True)
@@ -76,6 +77,7 @@ class custom_jvp:  # noqa: N801  (JAX's name)
             p = tree_util.tree_unflatten(in_tree, primals)
             t = tree_util.tree_unflatten(in_tree, tangents)
             out, out_dot = rule(tuple(p), tuple(t))
+            check_jvp_output(rule, out, out_dot, out_tree)
             return tree_util.tree_leaves(out), tree_util.tree_leaves(out_dot)
 
         flat_rule.__name__ = fn_name(rule)
@@ -151,7 +153,7 @@ class custom_vjp:  # noqa: N801  (JAX's name)
             if not isinstance(in_cts, tuple) or len(in_cts) != len(args):
                 raise TypeError(f"custom_vjp bwd {fn_name(bwd)} must return a tuple with one "
                                 f"cotangent per argument ({len(args)})")
-            return _ct_leaves(in_cts, args)
+            return _ct_leaves(check_bwd_output(bwd, in_cts, args), args)
 
         flat_fwd.__name__, flat_bwd.__name__ = fn_name(fwd), fn_name(bwd)
         outs = custom_vjp_call_p.bind(*consts, *leaves, call=jaxpr, fwd=flat_fwd, bwd=flat_bwd,

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 from fgrad.core import dtypes as _dt
 from fgrad.core import prims as P
+from fgrad.core.errors import ArgumentError
 from fgrad.core.prims._util import fmt_shape
 
 if TYPE_CHECKING:
@@ -27,8 +28,8 @@ def make_tuple(value: int | Sequence[int], n: int, op: str, name: str) -> tuple[
         return (int(value),) * n
     out = tuple(int(v) for v in value)
     if len(out) != n:
-        raise ValueError(f"{op}: {name} must be an int or a sequence of {n} ints (one per "
-                         f"spatial dimension), got {tuple(value)}")
+        raise ArgumentError(f"{op}: {name} must be an int or a sequence of {n} ints (one per "
+                            f"spatial dimension), got {tuple(value)}")
     return out
 
 
@@ -43,8 +44,8 @@ def resolve_padding(padding: int | Sequence[int], n: int, op: str) -> Pads:
         return tuple((p, p) for p in flat)
     if len(flat) == 2 * n:
         return tuple((flat[2 * i], flat[2 * i + 1]) for i in reversed(range(n)))
-    raise ValueError(f"{op}: padding must be an int, {n} ints (one per spatial dimension) or "
-                     f"{2 * n} ints (left, right, top, bottom, ...), got {tuple(padding)}")
+    raise ArgumentError(f"{op}: padding must be an int, {n} ints (one per spatial dimension) or "
+                        f"{2 * n} ints (left, right, top, bottom, ...), got {tuple(padding)}")
 
 
 def output_shape(spatial: Sequence[int], kernel: Sequence[int], stride: Sequence[int],
@@ -61,8 +62,9 @@ def windows(x: "Tensor", kernel: Sequence[int], stride: Sequence[int],
     lead, spatial = x.shape[:-n], x.shape[-n:]
     out = output_shape(spatial, kernel, stride, dilation)
     if any(o < 1 for o in out) or any(k < 1 for k in kernel):
-        raise ValueError(f"{op}: kernel {tuple(kernel)} with dilation {tuple(dilation)} "
-                         f"does not fit the (padded) input of spatial shape {fmt_shape(spatial)}")
+        raise ArgumentError(f"{op}: kernel {tuple(kernel)} with dilation {tuple(dilation)} "
+                            f"does not fit the (padded) input of spatial shape "
+                            f"{fmt_shape(spatial)}")
     taps = []
     for offset in itertools.product(*(range(k) for k in kernel)):
         start = tuple(o * d for o, d in zip(offset, dilation, strict=True))
@@ -82,8 +84,8 @@ def pad_spatial(x: "Tensor", pads: Pads, value: Any = 0) -> "Tensor":
 def _same_padding(kernel: Sequence[int], stride: Sequence[int],
                   dilation: Sequence[int]) -> Pads:
     if any(s != 1 for s in stride):
-        raise ValueError(f"conv2d: padding='same' needs stride 1, got stride {tuple(stride)}; "
-                         f"pass explicit padding instead")
+        raise ArgumentError(f"conv2d: padding='same' needs stride 1, got stride {tuple(stride)}; "
+                            f"pass explicit padding instead")
     totals = [d * (k - 1) for k, d in zip(kernel, dilation, strict=True)]
     return tuple((t // 2, t - t // 2) for t in totals)
 
@@ -95,8 +97,8 @@ def _conv_padding(padding: Any, kernel: tuple[int, ...], stride: tuple[int, ...]
     if padding == "same":
         return _same_padding(kernel, stride, dilation)
     if isinstance(padding, str):
-        raise ValueError(f"conv2d: padding must be 'valid', 'same', an int or a sequence of "
-                         f"ints, got {padding!r}")
+        raise ArgumentError(f"conv2d: padding must be 'valid', 'same', an int or a sequence of "
+                            f"ints, got {padding!r}")
     return resolve_padding(padding, len(kernel), "conv2d")
 
 
@@ -104,21 +106,21 @@ def _check_conv(x: "Tensor", weight: "Tensor", bias: "Tensor | None", groups: in
     n = weight.ndim - 2
     where = f"input {fmt_shape(x.shape)}, weight {fmt_shape(weight.shape)}"
     if n < 1:
-        raise ValueError(f"conv2d: weight must be (out_channels, in_channels/groups, *kernel) "
-                         f"with at least one spatial axis, got {fmt_shape(weight.shape)}")
+        raise ArgumentError(f"conv2d: weight must be (out_channels, in_channels/groups, *kernel) "
+                            f"with at least one spatial axis, got {fmt_shape(weight.shape)}")
     if x.ndim != n + 2:
-        raise ValueError(f"conv2d: a {n}-d convolution needs a {n + 2}-d input (batch, "
-                         f"channels, *spatial) or {n + 1}-d unbatched input; got {where}")
+        raise ArgumentError(f"conv2d: a {n}-d convolution needs a {n + 2}-d input (batch, "
+                            f"channels, *spatial) or {n + 1}-d unbatched input; got {where}")
     if groups < 1 or weight.shape[0] % groups:
-        raise ValueError(f"conv2d: out_channels {weight.shape[0]} is not divisible by "
-                         f"groups={groups} ({where})")
+        raise ArgumentError(f"conv2d: out_channels {weight.shape[0]} is not divisible by "
+                            f"groups={groups} ({where})")
     if x.shape[1] != weight.shape[1] * groups:
-        raise ValueError(f"conv2d: input has {x.shape[1]} channels but weight expects "
-                         f"in_channels/groups * groups = {weight.shape[1]} * {groups} = "
-                         f"{weight.shape[1] * groups} ({where})")
+        raise ArgumentError(f"conv2d: input has {x.shape[1]} channels but weight expects "
+                            f"in_channels/groups * groups = {weight.shape[1]} * {groups} = "
+                            f"{weight.shape[1] * groups} ({where})")
     if bias is not None and tuple(bias.shape) != (weight.shape[0],):
-        raise ValueError(f"conv2d: bias must have shape ({weight.shape[0]},) to match "
-                         f"out_channels, got {fmt_shape(bias.shape)}")
+        raise ArgumentError(f"conv2d: bias must have shape ({weight.shape[0]},) to match "
+                            f"out_channels, got {fmt_shape(bias.shape)}")
 
 
 def _cast_operands(*xs: "Tensor | None", dtype: Any) -> list["Tensor | None"]:
@@ -206,22 +208,22 @@ class ConvOpsMixin:
 def _check_transpose(x: "Tensor", weight: "Tensor", groups: int) -> None:
     where = f"input {fmt_shape(x.shape)}, weight {fmt_shape(weight.shape)}"
     if weight.ndim < 3 or x.ndim != weight.ndim:
-        raise ValueError(f"conv_transpose2d: weight must be (in_channels, out_channels/groups, "
-                         f"*kernel) and input (batch, in_channels, *spatial); got {where}")
+        raise ArgumentError(f"conv_transpose2d: weight must be (in_channels, out_channels/groups, "
+                            f"*kernel) and input (batch, in_channels, *spatial); got {where}")
     if groups < 1 or weight.shape[0] % groups:
-        raise ValueError(f"conv_transpose2d: in_channels {weight.shape[0]} is not divisible "
-                         f"by groups={groups} ({where})")
+        raise ArgumentError(f"conv_transpose2d: in_channels {weight.shape[0]} is not divisible "
+                            f"by groups={groups} ({where})")
     if x.shape[1] != weight.shape[0]:
-        raise ValueError(f"conv_transpose2d: input has {x.shape[1]} channels but weight "
-                         f"expects {weight.shape[0]} ({where})")
+        raise ArgumentError(f"conv_transpose2d: input has {x.shape[1]} channels but weight "
+                            f"expects {weight.shape[0]} ({where})")
 
 
 def _check_output_padding(out_pad: tuple[int, ...], stride: tuple[int, ...],
                           dilation: tuple[int, ...]) -> None:
     for op, s, d in zip(out_pad, stride, dilation, strict=True):
         if not 0 <= op < max(s, d):
-            raise ValueError(f"conv_transpose2d: output_padding {out_pad} must be smaller than "
-                             f"stride {stride} or dilation {dilation}")
+            raise ArgumentError(f"conv_transpose2d: output_padding {out_pad} must be smaller than "
+                                f"stride {stride} or dilation {dilation}")
 
 
 def _transpose_pad_config(x: "Tensor", weight: "Tensor", stride: tuple[int, ...],
@@ -235,8 +237,8 @@ def _transpose_pad_config(x: "Tensor", weight: "Tensor", stride: tuple[int, ...]
     out_sp = tuple((m - 1) * s - lo - hi + d * (k - 1) + op + 1 for m, s, (lo, hi), d, k, op
                    in zip(x.shape[2:], stride, pads, dilation, kernel, out_pad, strict=True))
     if any(m < 1 for m in out_sp) or 0 in x.shape[2:]:
-        raise ValueError(f"conv_transpose2d: padding {pads} leaves output size {out_sp} for "
-                         f"input {fmt_shape(x.shape)} and weight {fmt_shape(weight.shape)}")
+        raise ArgumentError(f"conv_transpose2d: padding {pads} leaves output size {out_sp} for "
+                            f"input {fmt_shape(x.shape)} and weight {fmt_shape(weight.shape)}")
     return config
 
 

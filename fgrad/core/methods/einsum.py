@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 from fgrad.core import dtypes as _dt
 from fgrad.core import prims as P
+from fgrad.core.errors import ArgumentError
 from fgrad.core.prims._util import fmt_shape
 
 if TYPE_CHECKING:
@@ -30,12 +31,12 @@ def _operands(operands: tuple[Any, ...]) -> list["Tensor"]:
 def _expand_ellipsis(spec: str, ndim: int, ell: str, formula: str) -> str:
     if "..." not in spec:
         if len(spec) != ndim:
-            raise ValueError(f"einsum: {spec!r} names {len(spec)} axes but its operand has "
-                             f"{ndim} ({formula!r})")
+            raise ArgumentError(f"einsum: {spec!r} names {len(spec)} axes but its operand has "
+                                f"{ndim} ({formula!r})")
         return spec
     n_ell = ndim - (len(spec) - 3)
     if n_ell < 0:
-        raise ValueError(f"einsum: {spec!r} names more axes than its operand has ({ndim})")
+        raise ArgumentError(f"einsum: {spec!r} names more axes than its operand has ({ndim})")
     return spec.replace("...", ell[len(ell) - n_ell:])
 
 
@@ -45,14 +46,14 @@ def parse(formula: str, ndims: Sequence[int]) -> tuple[list[str], str]:
     lhs, arrow, rhs = formula.partition("->")
     specs = lhs.split(",")
     if len(specs) != len(ndims):
-        raise ValueError(f"einsum: {formula!r} has {len(specs)} operands, got {len(ndims)}")
+        raise ArgumentError(f"einsum: {formula!r} has {len(specs)} operands, got {len(ndims)}")
     used = set(formula) - set(".,->")
     if not all(c in string.ascii_letters for c in used):
-        raise ValueError(f"einsum: subscripts must be letters, got {formula!r}")
+        raise ArgumentError(f"einsum: subscripts must be letters, got {formula!r}")
     n_ell = max([nd - (len(s) - 3) for s, nd in zip(specs, ndims) if "..." in s] or [0])
     spare = [c for c in string.ascii_letters if c not in used]
     if n_ell > len(spare):
-        raise ValueError(f"einsum: too many axes under '...' in {formula!r}")
+        raise ArgumentError(f"einsum: too many axes under '...' in {formula!r}")
     ell = "".join(spare[:n_ell])
     inputs = [_expand_ellipsis(s, nd, ell, formula) for s, nd in zip(specs, ndims)]
     if not arrow:
@@ -62,8 +63,8 @@ def parse(formula: str, ndims: Sequence[int]) -> tuple[list[str], str]:
     output = rhs.replace("...", ell)
     missing = set(output) - set("".join(inputs))
     if len(set(output)) != len(output) or missing:
-        raise ValueError(f"einsum: output {rhs!r} must name distinct subscripts that appear "
-                         f"in the inputs ({formula!r})")
+        raise ArgumentError(f"einsum: output {rhs!r} must name distinct subscripts that appear "
+                            f"in the inputs ({formula!r})")
     return inputs, output
 
 
@@ -75,8 +76,8 @@ def diagonal(x: "Tensor", labels: str) -> Term:
             k = labels.index(c, j + 1)
             n = x.shape[j]
             if x.shape[k] != n:
-                raise ValueError(f"einsum: subscript {c!r} is repeated on axes of sizes "
-                                 f"{n} and {x.shape[k]} of {fmt_shape(x.shape)}")
+                raise ArgumentError(f"einsum: subscript {c!r} is repeated on axes of sizes "
+                                    f"{n} and {x.shape[k]} of {fmt_shape(x.shape)}")
             rest = [i for i in range(x.ndim) if i not in (j, k)]
             x = P.transpose(x, rest + [j, k])
             lead = x.shape[:-2]
@@ -101,8 +102,8 @@ def _sizes(terms: list[Term], formula: str) -> dict[str, int]:
         for c, n in zip(labels, x.shape, strict=True):
             seen = sizes.get(c, 1)
             if n != 1 and seen not in (1, n):
-                raise ValueError(f"einsum: subscript {c!r} has sizes {seen} and {n} in "
-                                 f"{formula!r}")
+                raise ArgumentError(f"einsum: subscript {c!r} has sizes {seen} and {n} in "
+                                    f"{formula!r}")
             sizes[c] = n if c not in sizes or seen == 1 else seen
     return sizes
 
@@ -135,7 +136,7 @@ def einsum(formula: str, *operands: Any, dtype: Any = None) -> "Tensor":
     to one dtype (or cast to `dtype`)."""
     xs = _operands(operands)
     if not xs:
-        raise ValueError("einsum: needs at least one operand")
+        raise ArgumentError("einsum: needs at least one operand")
     inputs, output = parse(formula, [x.ndim for x in xs])
     common = _dt.to_dtype(dtype) if dtype is not None else xs[0].dtype
     for x in xs[1:] if dtype is None else ():

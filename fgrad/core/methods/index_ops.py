@@ -13,6 +13,7 @@ import numpy as np
 
 from fgrad.core import prims as P
 from fgrad.core.dtypes import DType, dtypes
+from fgrad.core.errors import ArgumentError, ArgumentTypeError, IndexRangeError
 from fgrad.core.prims._util import fmt_shape
 
 if TYPE_CHECKING:
@@ -24,7 +25,7 @@ SCATTER_REDUCE = {"sum": "add", "prod": "mul", "amax": "max", "amin": "min", "me
 def as_int(op: str, value: Any) -> int:
     """A Python int from an int-like argument, or a TypeError naming the op."""
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{op}: expected an int, got {value!r} ({type(value).__name__})")
+        raise ArgumentTypeError(f"{op}: expected an int, got {value!r} ({type(value).__name__})")
     return int(value)
 
 
@@ -57,19 +58,19 @@ def _index_tensor(op: str, self: Any, index: Any, dim: int) -> tuple[Any, int]:
     from fgrad.core.tensor import as_tensor
     index = as_tensor(index)
     if not index.dtype.is_int:
-        raise TypeError(f"{op}: index must be an integer Tensor, got {index.dtype.name}")
+        raise ArgumentTypeError(f"{op}: index must be an integer Tensor, got {index.dtype.name}")
     d = self._axis(dim)
     if index.ndim != self.ndim or any(i > s for a, (i, s) in
                                       enumerate(zip(index.shape, self.shape)) if a != d):
-        raise ValueError(f"{op}: index of shape {fmt_shape(index.shape)} must have the same "
-                         f"number of dims as self {fmt_shape(self.shape)} and no larger sizes "
-                         f"outside dim {d}")
+        raise ArgumentError(f"{op}: index of shape {fmt_shape(index.shape)} must have the same "
+                            f"number of dims as self {fmt_shape(self.shape)} and no larger sizes "
+                            f"outside dim {d}")
     n = self.shape[d] if self.ndim else 1
     if not is_traced(index) and index.numel():
         arr = np.asarray(index.numpy())
         if arr.min() < 0 or arr.max() >= n:
             bad = arr[(arr < 0) | (arr >= n)].reshape(-1)[0]
-            raise IndexError(f"{op}: index {bad} is out of bounds for dim {d} with size {n}")
+            raise IndexRangeError(f"{op}: index {bad} is out of bounds for dim {d} with size {n}")
     return index, d
 
 
@@ -85,14 +86,19 @@ def _flat_positions(shape: tuple[int, ...], index: Any, dim: int) -> Any:
 
 
 def _source(op: str, src: Any, index: Any, dtype: DType) -> Any:
-    """`src` as `dtype` cut to index's shape (a Python number fills that shape)."""
+    """`src` as `dtype` cut to index's shape (a Python number fills that shape). A Tensor
+    src must already have `dtype` (PyTorch refuses mixed dtypes too)."""
     from fgrad.core.tensor import Tensor, as_tensor
     if not isinstance(src, (Tensor, np.ndarray, list, tuple)):
         return Tensor.full(index.shape, src, dtype=dtype)
-    src = as_tensor(src).cast(dtype)
+    given, src = src, as_tensor(src)
     if src.ndim != index.ndim or any(s < i for s, i in zip(src.shape, index.shape)):
-        raise ValueError(f"{op}: src of shape {fmt_shape(src.shape)} must have index's number "
-                         f"of dims and sizes at least those of index {fmt_shape(index.shape)}")
+        raise ArgumentError(f"{op}: src of shape {fmt_shape(src.shape)} must have index's number "
+                            f"of dims and sizes at least those of index {fmt_shape(index.shape)}")
+    if isinstance(given, Tensor) and src.dtype != dtype:
+        raise ArgumentTypeError(f"{op}: src has dtype {src.dtype.name} but self has "
+                                f"{dtype.name}; cast one of them (e.g. src.cast(self.dtype))")
+    src = src.cast(dtype)
     return P.slice_(src, (0,) * src.ndim, index.shape) if src.ndim else src
 
 
@@ -113,11 +119,11 @@ def _result_size(op: str, source: Any, shape: tuple[int, ...], size: int | None)
     if size is not None:
         size = as_int(op, size)
         if size < 0:
-            raise ValueError(f"{op}: size must be >= 0, got {size}")
+            raise ArgumentError(f"{op}: size must be >= 0, got {size}")
         return size
     if is_traced(source):
-        raise ValueError(f"{op}: the result size depends on the data, which is traced here; "
-                         f"pass size=N to get N entries (padded with fill_value)")
+        raise ArgumentError(f"{op}: the result size depends on the data, which is traced here; "
+                            f"pass size=N to get N entries (padded with fill_value)")
     return int(np.count_nonzero(np.broadcast_to(np.asarray(source.numpy()), shape)))
 
 
@@ -125,7 +131,7 @@ def _bool_mask(op: str, mask: Any) -> Any:
     from fgrad.core.tensor import as_tensor
     mask = as_tensor(mask)
     if mask.dtype != dtypes.bool:
-        raise TypeError(f"{op}: mask must be a bool Tensor, got {mask.dtype.name}")
+        raise ArgumentTypeError(f"{op}: mask must be a bool Tensor, got {mask.dtype.name}")
     return mask
 
 
@@ -150,8 +156,8 @@ class IndexOpsMixin:
         or 'multiply' combine with the existing entries instead."""
         modes = {None: "set", "add": "add", "multiply": "mul"}
         if reduce not in modes:
-            raise ValueError(f"scatter: reduce must be None, 'add' or 'multiply', got "
-                             f"{reduce!r}; see scatter_reduce for more")
+            raise ArgumentError(f"scatter: reduce must be None, 'add' or 'multiply', got "
+                                f"{reduce!r}; see scatter_reduce for more")
         index, d = _index_tensor("scatter", self, index, dim)
         values = _source("scatter", src, index, self.dtype)
         return self._scatter_flat(_flat_positions(self.shape, index, d), values, modes[reduce])
@@ -166,8 +172,8 @@ class IndexOpsMixin:
         """Combine `src` into self at `index` along `dim` by reduce: 'sum', 'prod', 'mean',
         'amax' or 'amin'; include_self=False leaves self's values out where written."""
         if reduce not in SCATTER_REDUCE:
-            raise ValueError(f"scatter_reduce: reduce must be one of {tuple(SCATTER_REDUCE)}, "
-                             f"got {reduce!r}")
+            raise ArgumentError(f"scatter_reduce: reduce must be one of {tuple(SCATTER_REDUCE)}, "
+                                f"got {reduce!r}")
         index, d = _index_tensor("scatter_reduce", self, index, dim)
         values = _source("scatter_reduce", src, index, self.dtype)
         positions = _flat_positions(self.shape, index, d)
@@ -192,8 +198,8 @@ class IndexOpsMixin:
         try:
             mask = broadcast_to(mask, self.shape)
         except ValueError as err:
-            raise ValueError(f"masked_fill: mask of shape {fmt_shape(mask.shape)} does not "
-                             f"broadcast to self's shape {fmt_shape(self.shape)}") from err
+            raise ArgumentError(f"masked_fill: mask of shape {fmt_shape(mask.shape)} does not "
+                                f"broadcast to self's shape {fmt_shape(self.shape)}") from err
         value = as_tensor(value).cast(self.dtype) if isinstance(value, Tensor) else Tensor(
             value, dtype=self.dtype)
         return mask.where(broadcast_to(value, self.shape), self)
@@ -216,8 +222,10 @@ class IndexOpsMixin:
 
     def nonzero(self, size: int | None = None, fill_value: int = -1) -> "Tensor":
         """The (k, ndim) int32 indices of the nonzero entries, in row-major order. With
-        `size=N`, exactly N rows (padded with fill_value): usable under jit/vmap."""
+        `size=N`, exactly N rows (padded with fill_value, truncated to an int: the result
+        stays int32): usable under jit/vmap."""
         k = _result_size("nonzero", self, self.shape, size)
+        fill_value = int(fill_value)
         if self.ndim == 0 or self.numel() == 0:
             return P.zeros((k, self.ndim), dtypes.int32) + fill_value
         positions, valid = _selected_positions((self != 0).reshape(-1), k)
@@ -232,21 +240,21 @@ class IndexOpsMixin:
         """An int32 Tensor with a trailing axis of `num_classes`: 1 at each entry's class.
         num_classes=-1 uses max + 1 (eagerly only)."""
         if not self.dtype.is_int:
-            raise TypeError(f"one_hot: expects an integer Tensor, got {self.dtype.name}")
+            raise ArgumentTypeError(f"one_hot: expects an integer Tensor, got {self.dtype.name}")
         num_classes = as_int("one_hot", num_classes)
         values = None if is_traced(self) else np.asarray(self.numpy())
         if num_classes == -1:
             if values is None:
-                raise ValueError("one_hot: num_classes=-1 infers the count from the data, "
-                                 "which is traced here; pass num_classes")
+                raise ArgumentError("one_hot: num_classes=-1 infers the count from the data, "
+                                    "which is traced here; pass num_classes")
             if values.size == 0:
-                raise ValueError("one_hot: cannot infer num_classes from an empty Tensor")
+                raise ArgumentError("one_hot: cannot infer num_classes from an empty Tensor")
             num_classes = int(values.max()) + 1
         if num_classes < 0:
-            raise ValueError(f"one_hot: num_classes must be >= 0 or -1, got {num_classes}")
+            raise ArgumentError(f"one_hot: num_classes must be >= 0 or -1, got {num_classes}")
         if values is not None and values.size and (values.min() < 0
                                                    or values.max() >= num_classes):
-            raise ValueError(f"one_hot: class values must lie in [0, {num_classes}), got "
+            raise ArgumentError(f"one_hot: class values must lie in [0, {num_classes}), got "
                              f"min {values.min()} and max {values.max()}")
         classes = P.iota(dtypes.int32, (num_classes,), 0)
         return (self.unsqueeze(-1) == classes).cast(dtypes.int32)
@@ -272,7 +280,7 @@ class IndexOpsMixin:
         k = as_int("topk", k)
         n = self.shape[self._axis(dim)] if self.ndim else 1
         if not 0 <= k <= n:
-            raise ValueError(f"topk: k={k} is out of range for dim {dim} of size {n}")
+            raise ArgumentError(f"topk: k={k} is out of range for dim {dim} of size {n}")
         values, indices = self.sort(dim, descending=largest)
         if self.ndim == 0:
             return values, indices

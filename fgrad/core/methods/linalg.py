@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from fgrad.core import dtypes as _dt
 from fgrad.core import prims as P
 from fgrad.core.dtypes import dtypes
+from fgrad.core.errors import ArgumentError
 from fgrad.core.prims._util import fmt_shape
 from fgrad.core.prims import linalg as lp
 from fgrad.core.methods.tensor_math import broadcast_shapes
@@ -25,11 +26,11 @@ if TYPE_CHECKING:
 def _float_matrix(op: str, x: Any, square: bool = False) -> "Tensor":
     """x as a floating (batch of) matrix, or an error naming `op` and the shape."""
     if x.ndim < 2:
-        raise ValueError(f"{op}: expected a matrix or a batch of matrices (two or more "
-                         f"dimensions), got shape {fmt_shape(x.shape)}")
+        raise ArgumentError(f"{op}: expected a matrix or a batch of matrices (two or more "
+                            f"dimensions), got shape {fmt_shape(x.shape)}")
     if square and x.shape[-1] != x.shape[-2]:
-        raise ValueError(f"{op}: expected square matrices (..., n, n), got shape "
-                         f"{fmt_shape(x.shape)}")
+        raise ArgumentError(f"{op}: expected square matrices (..., n, n), got shape "
+                            f"{fmt_shape(x.shape)}")
     return x if x.dtype.is_float else x.cast(dtypes.default_float)
 
 
@@ -91,9 +92,9 @@ class LinalgMixin:
         vector = b.ndim == 1
         rhs = b.reshape(b.shape + (1,)) if vector else b
         if rhs.ndim < 2 or rhs.shape[-2] != a.shape[-1]:
-            raise ValueError(f"solve: b of shape {fmt_shape(b.shape)} does not match A of "
-                             f"shape {fmt_shape(a.shape)}: need b (..., {a.shape[-1]}, k) "
-                             f"or ({a.shape[-1]},)")
+            raise ArgumentError(f"solve: b of shape {fmt_shape(b.shape)} does not match A of "
+                                f"shape {fmt_shape(a.shape)}: need b (..., {a.shape[-1]}, k) "
+                                f"or ({a.shape[-1]},)")
         a, rhs = _promote(a, rhs)
         batch = broadcast_shapes("solve", a.shape[:-2], rhs.shape[:-2])
         a = a.expand(batch + a.shape[-2:])

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from fgrad.core import prims as P
 from fgrad.core.dtypes import dtypes
+from fgrad.core.errors import ArgumentError, ArgumentTypeError
 from fgrad.core.prims._util import fmt_shape
 
 if TYPE_CHECKING:
@@ -27,17 +28,17 @@ def reduce_loss(loss: "Tensor", reduction: str, op: str) -> "Tensor":
         return loss.sum()
     if reduction == "mean":
         return loss.mean()
-    raise ValueError(f"{op}: reduction must be one of {REDUCTIONS}, got {reduction!r}")
+    raise ArgumentError(f"{op}: reduction must be one of {REDUCTIONS}, got {reduction!r}")
 
 
 def _check_reduction(reduction: str, op: str) -> None:
     if reduction not in REDUCTIONS:
-        raise ValueError(f"{op}: reduction must be one of {REDUCTIONS}, got {reduction!r}")
+        raise ArgumentError(f"{op}: reduction must be one of {REDUCTIONS}, got {reduction!r}")
 
 
 def _check_smoothing(label_smoothing: float, op: str) -> None:
     if not 0.0 <= label_smoothing <= 1.0:
-        raise ValueError(f"{op}: label_smoothing must be in [0, 1], got {label_smoothing}")
+        raise ArgumentError(f"{op}: label_smoothing must be in [0, 1], got {label_smoothing}")
 
 
 def _float(x: "Tensor") -> "Tensor":
@@ -52,8 +53,8 @@ def _tensor(x: Any) -> "Tensor":
 def _labels(Y: Any, op: str) -> "Tensor":
     Y = _tensor(Y)
     if not Y.dtype.is_int:
-        raise TypeError(f"{op}: class labels must be integers, got {Y.dtype.name} "
-                        f"{fmt_shape(Y.shape)}; cast them with Y.cast(dtypes.int32)")
+        raise ArgumentTypeError(f"{op}: class labels must be integers, got {Y.dtype.name} "
+                                f"{fmt_shape(Y.shape)}; cast them with Y.cast(dtypes.int32)")
     return Y
 
 
@@ -98,8 +99,8 @@ class LossOpsMixin:
         _check_reduction(reduction, op)
         Y = _labels(Y, op)
         if tuple(Y.shape) != tuple(self.shape[:-1]):
-            raise ValueError(f"{op}: labels {fmt_shape(Y.shape)} must have the logits' shape "
-                             f"{fmt_shape(self.shape)} without the last (class) axis")
+            raise ArgumentError(f"{op}: labels {fmt_shape(Y.shape)} must have the logits' shape "
+                                f"{fmt_shape(self.shape)} without the last (class) axis")
         logp = _float(self).log_softmax(-1)
         keep = Y != ignore_index
         picked = pick(logp, keep.where(Y, 0), logp.ndim - 1)
@@ -123,14 +124,14 @@ class LossOpsMixin:
         if Y.dtype.is_int:
             want = self.shape[:axis] + self.shape[axis + 1:]
             if tuple(Y.shape) != tuple(want):
-                raise ValueError(f"{op}: class-index targets must have shape {fmt_shape(want)} "
-                                 f"for logits {fmt_shape(self.shape)}, got {fmt_shape(Y.shape)}")
+                raise ArgumentError(f"{op}: class-index targets must have shape {fmt_shape(want)} "
+                                    f"for logits {fmt_shape(self.shape)}, got {fmt_shape(Y.shape)}")
             loss = -((1 - label_smoothing) * pick(logp, Y, axis)
                      + label_smoothing * logp.mean(axis))
             return reduce_loss(loss, reduction, op)
         if tuple(Y.shape) != tuple(self.shape):
-            raise ValueError(f"{op}: probability targets must have the logits' shape "
-                             f"{fmt_shape(self.shape)}, got {fmt_shape(Y.shape)}")
+            raise ArgumentError(f"{op}: probability targets must have the logits' shape "
+                                f"{fmt_shape(self.shape)}, got {fmt_shape(Y.shape)}")
         target = (1 - label_smoothing) * Y + label_smoothing / classes
         return reduce_loss(-(logp * target).sum(axis), reduction, op)
 
@@ -147,8 +148,8 @@ class LossOpsMixin:
         axis = 0 if self.ndim == 1 else 1
         want = self.shape[:axis] + self.shape[axis + 1:]
         if tuple(Y.shape) != tuple(want):
-            raise ValueError(f"{op}: targets must have shape {fmt_shape(want)} for input "
-                             f"{fmt_shape(self.shape)}, got {fmt_shape(Y.shape)}")
+            raise ArgumentError(f"{op}: targets must have shape {fmt_shape(want)} for input "
+                                f"{fmt_shape(self.shape)}, got {fmt_shape(Y.shape)}")
         x = _float(self)
         keep = Y.ones_like(dtypes.bool) if ignore_index is None else Y != ignore_index
         labels = keep.where(Y, 0)

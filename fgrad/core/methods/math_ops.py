@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 from fgrad.core import prims as P
 from fgrad.core.dtypes import DType, dtypes
+from fgrad.core.errors import ArgumentError
 from fgrad.core.methods.tensor_math import coerce
 from fgrad.core.methods.tensor_reduce import Axis, _axes, sum_dtype
 
@@ -58,10 +59,29 @@ def _shift(x: "Tensor", axes: tuple[int, ...]) -> Any:
 
 
 def _logaddexp(a: "Tensor", b: "Tensor") -> "Tensor":
-    """log(exp(a) + exp(b)) elementwise; -inf with -inf gives -inf."""
+    """log(exp(a) + exp(b)) elementwise; -inf with -inf gives -inf. The max is detached, so
+    the derivative with respect to a is exp(a - out) (0.5 where a == b)."""
     m = a.maximum(b).detach()
     m = m.isfinite().where(m, 0.0)
     return ((a - m).exp() + (b - m).exp()).log() + m
+
+
+def _softplus(x: "Tensor") -> "Tensor":
+    """log(1 + exp(x)) from two branches that each see a safe input, so the derivative is
+    sigmoid(x) everywhere, including 0 (a max/abs form would give 0 there)."""
+    positive = x > 0
+    xp = positive.where(x, 0.0)
+    xn = positive.where(0.0, x)
+    return positive.where(xp + _log1p((-xp).exp()), _log1p(xn.exp()))
+
+
+def _acosh_from_one(x: "Tensor") -> "Tensor":
+    """acosh(x) for x >= 1 (NaN below), accurate near 1 and for large x."""
+    large = x > _LARGE
+    y = large.where(1, x) - 1
+    near = _log1p(y + y.sqrt() * (y + 2).sqrt())
+    far = large.where(x, 1).log() + math.log(2)
+    return large.where(far, near)
 
 
 def _count(shape: Sequence[int], axes: tuple[int, ...]) -> int:
@@ -98,7 +118,7 @@ class MathOpsMixin:
     def clip(self, min_: Any = None, max_: Any = None) -> "Tensor":
         """Clamp to [min_, max_] (either may be None; Tensors broadcast); NaN stays NaN."""
         if min_ is None and max_ is None:
-            raise ValueError("clip: at least one of min_ and max_ must be given")
+            raise ArgumentError("clip: at least one of min_ and max_ must be given")
         out = self
         if min_ is not None:
             out = (out < min_).where(min_, out)
@@ -130,14 +150,13 @@ class MathOpsMixin:
         return self.elu(alpha) * gamma
 
     def softplus(self, beta: float = 1.0) -> "Tensor":
-        """log(1 + exp(beta * x)) / beta, computed without overflow."""
-        bx = _float(self) * beta
-        return (bx.relu() + _log1p((-bx.abs()).exp())) * (1 / beta)
+        """log(1 + exp(beta * x)) / beta, without overflow; the derivative is
+        sigmoid(beta * x) everywhere (0.5 at 0)."""
+        return _softplus(_float(self) * beta) * (1 / beta)
 
     def logsigmoid(self) -> "Tensor":
-        """log(sigmoid(x)), computed without overflow."""
-        x = _float(self)
-        return x.minimum(0) - _log1p((-x.abs()).exp())
+        """log(sigmoid(x)) = -softplus(-x), without overflow."""
+        return -_softplus(-_float(self))
 
     def softsign(self) -> "Tensor":
         """x / (1 + |x|)."""
@@ -156,9 +175,16 @@ class MathOpsMixin:
         """x * tanh(softplus(x))."""
         return self * self.softplus().tanh()
 
-    def gelu(self) -> "Tensor":
-        """GELU, tanh approximation: 0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3)))."""
+    def gelu(self, approximate: str = "tanh") -> "Tensor":
+        """GELU. approximate="tanh" (the default, as in the reference):
+        0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3))); "none": the exact
+        0.5 * x * (1 + erf(x / sqrt(2))) (PyTorch's default)."""
         x = _float(self)
+        if approximate == "none":
+            return x * 0.5 * ((x * (1 / math.sqrt(2))).erf() + 1)
+        if approximate != "tanh":
+            raise ArgumentError(f"gelu: approximate must be 'tanh' or 'none', got "
+                                f"{approximate!r}")
         inner = (x + x * x * x * 0.044715) * _SQRT_2_OVER_PI
         return x * 0.5 * (inner.tanh() + 1)
 
@@ -195,13 +221,12 @@ class MathOpsMixin:
         return negative.where(-out, out)
 
     def acosh(self) -> "Tensor":
-        """Inverse hyperbolic cosine (NaN below 1), accurate near 1 and for large x."""
+        """Inverse hyperbolic cosine (NaN below 1), accurate near 1 and for large x. The
+        derivative is 1 / sqrt(x^2 - 1) wherever that is defined, below -1 too (PyTorch's)."""
         x = _float(self)
-        large = x > _LARGE
-        y = large.where(1, x) - 1
-        near = _log1p(y + y.sqrt() * (y + 2).sqrt())
-        far = large.where(x, 1).log() + math.log(2)
-        return large.where(far, near)
+        mirrored = x <= -1
+        out = _acosh_from_one(mirrored.where(-x, x))
+        return mirrored.where(math.nan - out, out)
 
     # ------------------------------------------------------------------ inverse trigonometric
     def atan(self) -> "Tensor":
@@ -236,12 +261,15 @@ class MathOpsMixin:
 
     # ------------------------------------------------------------------ statistics
     def var(self, axis: Axis = None, keepdim: bool = False, correction: int = 1) -> "Tensor":
-        """Variance over `axis` with `correction` (Bessel's by default) subtracted from n."""
+        """Variance over `axis`: the sum of squared deviations over n - correction (Bessel's
+        correction 1 by default); inf or NaN, with NaN gradients, when that is <= 0."""
         x, out_dtype = _widened(self)
         axes = _axes(x, axis)
         squares = (x - x.mean(axes, keepdim=True)).square()
-        n = _count(x.shape, axes)
-        return (squares.sum(axes, keepdim) / max(n - correction, 0)).cast(out_dtype)
+        dof = _count(x.shape, axes) - correction
+        total = squares.sum(axes, keepdim)
+        # no degrees of freedom: inf (NaN for 0 / 0) with NaN gradients, as PyTorch
+        return (total / dof if dof > 0 else total * math.inf).cast(out_dtype)
 
     def std(self, axis: Axis = None, keepdim: bool = False, correction: int = 1) -> "Tensor":
         """Standard deviation over `axis` (the square root of var)."""
@@ -300,7 +328,8 @@ class MathOpsMixin:
     # ------------------------------------------------------------------ cumulative
     def _cumulative(self, axis: int, kind: str) -> "Tensor":
         x = self.cast(sum_dtype(self.dtype))
-        return x if x.ndim == 0 else P.cumulative(x, x._axis(axis), False, kind)
+        a = x._axis(axis)  # 0-d: only 0 and -1 are valid
+        return x if x.ndim == 0 else P.cumulative(x, a, False, kind)
 
     def cumsum(self, axis: int = 0) -> "Tensor":
         """Running sum along `axis` (bools and small ints accumulate in int32)."""
@@ -312,9 +341,9 @@ class MathOpsMixin:
 
     def _cum_extremum(self, axis: int, kind: str) -> tuple["Tensor", "Tensor"]:
         from fgrad.core.tensor import Tensor
+        a = self._axis(axis)  # 0-d: only 0 and -1 are valid
         if self.ndim == 0:
             return self, Tensor.zeros((), dtype=dtypes.int32)
-        a = self._axis(axis)
         values = P.cumulative(self, a, False, kind)
         hit = self == values
         if self.dtype.is_float:
@@ -337,14 +366,14 @@ class MathOpsMixin:
         are distinct (Gumbel top-k). Needs `key=` from fgrad.random."""
         from fgrad.core import random
         if self.ndim not in (1, 2) or num_samples < 1:
-            raise ValueError(f"multinomial: weights must be 1-d or 2-d and num_samples >= 1, "
-                             f"got shape {self.shape} and num_samples={num_samples}")
+            raise ArgumentError(f"multinomial: weights must be 1-d or 2-d and num_samples >= 1, "
+                                f"got shape {self.shape} and num_samples={num_samples}")
         w = self.reshape(1, -1) if self.ndim == 1 else self
         w = w.cast(dtypes.float32) if not w.dtype.is_float else w
         rows, n = w.shape
         if not replacement and num_samples > n:
-            raise ValueError(f"multinomial: cannot draw {num_samples} distinct samples from "
-                             f"{n} categories; pass replacement=True")
+            raise ArgumentError(f"multinomial: cannot draw {num_samples} distinct samples from "
+                                f"{n} categories; pass replacement=True")
         if replacement:
             cdf = w.cumsum(axis=1) / w.sum(axis=1, keepdim=True)
             u = random.uniform(key, (rows, num_samples), cdf.dtype)

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from fgrad.core import prims as P
 from fgrad.core.dtypes import dtypes
+from fgrad.core.errors import ArgumentError
 from fgrad.core.prims._util import fmt_shape
 from fgrad.core.methods import einsum as _einsum
 from fgrad.core.methods.conv_ops import ConvOpsMixin
@@ -32,12 +33,12 @@ def _axes(x: "Tensor", axis: int | Sequence[int]) -> tuple[int, ...]:
 def _repeat_heads(x: "Tensor", heads: int, op: str) -> "Tensor":
     """(..., H_kv, S, D) -> (..., heads, S, D), each kv head repeated heads // H_kv times."""
     if x.ndim < 3:
-        raise ValueError(f"{op}: enable_gqa needs (..., heads, seq, dim) key/value, got "
-                         f"{fmt_shape(x.shape)}")
+        raise ArgumentError(f"{op}: enable_gqa needs (..., heads, seq, dim) key/value, got "
+                            f"{fmt_shape(x.shape)}")
     kv = x.shape[-3]
     if kv == 0 or heads % kv:
-        raise ValueError(f"{op}: enable_gqa needs the query heads ({heads}) to be a multiple "
-                         f"of the key/value heads ({kv})")
+        raise ArgumentError(f"{op}: enable_gqa needs the query heads ({heads}) to be a multiple "
+                            f"of the key/value heads ({kv})")
     lead, rest = x.shape[:-3], x.shape[-2:]
     grown = x.unsqueeze(-3).expand(lead + (kv, heads // kv) + rest)
     return grown.reshape(lead + (heads,) + rest)
@@ -102,7 +103,7 @@ class NNOpsMixin(ConvOpsMixin, PoolOpsMixin, LossOpsMixin):
         (evaluation mode), as tinygrad with Tensor.training False.
         """
         if not 0 <= p <= 1:
-            raise ValueError(f"dropout: p={p} is out of range [0, 1]")
+            raise ArgumentError(f"dropout: p={p} is out of range [0, 1]")
         if key is None or p == 0:
             return self
         if p == 1:
@@ -124,18 +125,18 @@ class NNOpsMixin(ConvOpsMixin, PoolOpsMixin, LossOpsMixin):
         op = "scaled_dot_product_attention"
         q = self
         if enable_gqa and q.ndim < 3:
-            raise ValueError(f"{op}: enable_gqa needs a (..., heads, seq, dim) query, got "
-                             f"{fmt_shape(q.shape)}")
+            raise ArgumentError(f"{op}: enable_gqa needs a (..., heads, seq, dim) query, got "
+                                f"{fmt_shape(q.shape)}")
         if enable_gqa:
             key = _repeat_heads(key, q.shape[-3], op)
             value = _repeat_heads(value, q.shape[-3], op)
         if q.shape[-1] != key.shape[-1]:
-            raise ValueError(f"{op}: query {fmt_shape(q.shape)} and key {fmt_shape(key.shape)} "
-                             f"must share the last (feature) dimension")
+            raise ArgumentError(f"{op}: query {fmt_shape(q.shape)} and key {fmt_shape(key.shape)} "
+                                f"must share the last (feature) dimension")
         scores = q.matmul(key.transpose(-2, -1)) * (1.0 / math.sqrt(q.shape[-1]))
         if is_causal:
             if attn_mask is not None:
-                raise ValueError(f"{op}: pass either attn_mask or is_causal=True, not both")
+                raise ArgumentError(f"{op}: pass either attn_mask or is_causal=True, not both")
             attn_mask = _causal_mask(scores.shape[-2], scores.shape[-1])
         if attn_mask is not None:
             bias = attn_mask.where(0.0, float("-inf")) if attn_mask.dtype == dtypes.bool \

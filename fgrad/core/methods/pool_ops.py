@@ -14,6 +14,7 @@ import numpy as np
 
 from fgrad.core import prims as P
 from fgrad.core.dtypes import DType, dtypes
+from fgrad.core.errors import ArgumentError
 from fgrad.core.prims._util import fmt_shape
 from fgrad.core.methods.conv_ops import Pads, make_tuple, pad_spatial, resolve_padding, windows
 
@@ -54,8 +55,8 @@ def pool_geometry(x: "Tensor", kernel_size: int | Sequence[int], stride: Any, di
     kernel = (int(kernel_size),) * 2 if isinstance(kernel_size, int) else tuple(kernel_size)
     n = len(kernel)
     if x.ndim < n:
-        raise ValueError(f"{op}: a {n}-d kernel {kernel} needs an input with at least {n} "
-                         f"dims, got shape {fmt_shape(x.shape)}")
+        raise ArgumentError(f"{op}: a {n}-d kernel {kernel} needs an input with at least {n} "
+                            f"dims, got shape {fmt_shape(x.shape)}")
     stride_t = make_tuple(kernel if stride is None else stride, n, op, "stride")
     dilation_t = make_tuple(dilation, n, op, "dilation")
     pads = resolve_padding(padding, n, op)
@@ -154,9 +155,9 @@ class PoolOpsMixin:
         """
         op = "max_unpool2d"
         if tuple(indices.shape) != tuple(self.shape) or self.ndim < 3:
-            raise ValueError(f"{op}: input and indices must both be (N, C, *spatial) with the "
-                             f"same shape, got {fmt_shape(self.shape)} and "
-                             f"{fmt_shape(indices.shape)}")
+            raise ArgumentError(f"{op}: input and indices must both be (N, C, *spatial) with the "
+                                f"same shape, got {fmt_shape(self.shape)} and "
+                                f"{fmt_shape(indices.shape)}")
         out_sp = _unpool_size(self.shape[2:], kernel_size, stride, dilation, padding,
                               output_size, op)
         rows, size = self.shape[0] * self.shape[1], math.prod(out_sp)
@@ -175,8 +176,8 @@ def _unpool_size(spatial: tuple[int, ...], kernel_size: Any, stride: Any, dilati
     if output_size is not None:
         out = tuple(int(s) for s in output_size)[-n:]
         if len(out) != n:
-            raise ValueError(f"{op}: output_size {tuple(output_size)} needs at least {n} "
-                             f"entries for spatial shape {fmt_shape(spatial)}")
+            raise ArgumentError(f"{op}: output_size {tuple(output_size)} needs at least {n} "
+                                f"entries for spatial shape {fmt_shape(spatial)}")
         return out
     kernel = make_tuple(kernel_size, n, op, "kernel_size")
     stride_t = make_tuple(kernel if stride is None else stride, n, op, "stride")

@@ -6,6 +6,7 @@ Constant fills are a broadcast 0-d value (free eagerly, a literal under tracing)
 from __future__ import annotations
 
 import math
+import os
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -13,6 +14,7 @@ import numpy as np
 from fgrad.core import dtypes as _dt
 from fgrad.core import prims as P
 from fgrad.core.dtypes import dtypes
+from fgrad.core.errors import ArgumentError
 
 if TYPE_CHECKING:
     from fgrad.core.tensor import Tensor
@@ -23,7 +25,7 @@ def _shape(shape: tuple[Any, ...]) -> tuple[int, ...]:
         shape = tuple(shape[0])
     out = tuple(int(d) for d in shape)
     if any(d < 0 for d in out):
-        raise ValueError(f"negative dimension in shape {out}")
+        raise ArgumentError(f"negative dimension in shape {out}")
     return out
 
 
@@ -35,6 +37,35 @@ def _fill_dtype(value: Any, dtype: Any) -> _dt.DType:
         return value.dtype
     return _dt.scalar_default_dtype(value)
 
+
+
+def _arange_dtype(first: Any, last: Any, step: Any, dtype: Any) -> Any:
+    """The dtype of arange: default float / int32, or int64 when the ints do not fit int32;
+    an explicit integer dtype must hold the first and the last value."""
+    if any(isinstance(v, float) for v in (first, last, step)):
+        return _dt.to_dtype(dtype) if dtype is not None else dtypes.default_float
+    if dtype is None:
+        lo, hi = _dt.dtype_limits(dtypes.default_int)
+        return dtypes.default_int if lo <= min(first, last) and max(first, last) <= hi \
+            else dtypes.int64
+    dtype = _dt.to_dtype(dtype)
+    lo, hi = _dt.dtype_limits(dtype)
+    if dtype.is_int and not (lo <= min(first, last) and max(first, last) <= hi):
+        raise OverflowError(f"arange: the values {first} .. {last} do not fit {dtype!r} "
+                            f"[{lo}, {hi}]; pass a wider dtype (e.g. dtypes.int64)")
+    return dtype
+
+
+def _check_size(op: str, n: int, dtype: Any) -> None:
+    """Refuse, before allocating, a result larger than the machine's memory."""
+    need = n * dtype.itemsize
+    try:
+        have = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):  # not available on this platform
+        return
+    if need > have:
+        raise MemoryError(f"{op}: {n} elements of {dtype!r} need {need / 2**30:.1f} GiB, more "
+                          f"than this machine's {have / 2**30:.1f} GiB of memory")
 
 class CreationMixin:
     """Static constructors of Tensor."""
@@ -50,7 +81,7 @@ class CreationMixin:
         value = as_tensor(fill_value, dtype) if isinstance(fill_value, Tensor) \
             else Tensor(fill_value, dtype=dtype)
         if value.ndim != 0:
-            raise ValueError(f"full: fill_value must be a scalar, got shape {value.shape}")
+            raise ArgumentError(f"full: fill_value must be a scalar, got shape {value.shape}")
         return P.broadcast_in_dim(value, shape, ())
 
     @staticmethod
@@ -73,15 +104,16 @@ class CreationMixin:
 
     @staticmethod
     def arange(start: Any, stop: Any = None, step: Any = 1, dtype: Any = None) -> "Tensor":
-        """Values from start (inclusive) to stop (exclusive) by step, as range()."""
+        """Values from start (inclusive) to stop (exclusive) by step, as range(). Integer
+        ranges past int32 give int64; values that do not fit an explicit integer `dtype`
+        raise OverflowError."""
         if stop is None:
             start, stop = 0, start
         if step == 0:
-            raise ValueError("arange: step must not be zero")
-        is_float = any(isinstance(v, float) for v in (start, stop, step))
-        dtype = _dt.to_dtype(dtype) if dtype is not None else (
-            dtypes.default_float if is_float else dtypes.default_int)
+            raise ArgumentError("arange: step must not be zero")
         n = max(0, math.ceil((stop - start) / step))
+        dtype = _arange_dtype(start, start + (n - 1) * step if n else start, step, dtype)
+        _check_size("arange", n, dtype)
         ramp = P.iota(dtype if n else dtype, (n,), 0) if n else _empty(dtype)
         if n == 0:
             return ramp
@@ -92,7 +124,10 @@ class CreationMixin:
         """`steps` evenly spaced values from start to stop, both included."""
         dtype = _dt.to_dtype(dtype) if dtype is not None else dtypes.default_float
         if steps < 0:
-            raise ValueError(f"linspace: steps must be >= 0, got {steps}")
+            raise ArgumentError(f"linspace: steps must be >= 0, got {steps}")
+        if dtype == dtypes.bool:
+            raise ArgumentError("linspace: dtype bool is not supported (as in PyTorch); use a "
+                                "numeric dtype and compare")
         if steps == 0:
             return _empty(dtype)
         if steps == 1:

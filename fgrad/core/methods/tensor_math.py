@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from fgrad.core import dtypes as _dt
 from fgrad.core import prims as P
 from fgrad.core.dtypes import DType, dtypes
+from fgrad.core.errors import ArgumentError, ArgumentTypeError
 from fgrad.core.prims._util import fmt_shape
 
 if TYPE_CHECKING:
@@ -21,7 +22,7 @@ def broadcast_shapes(op: str, *shapes: tuple[int, ...]) -> tuple[int, ...]:
         sizes = {s[axis - ndim + len(s)] for s in shapes if axis - ndim + len(s) >= 0} - {1}
         if len(sizes) > 1:
             listed = " and ".join(fmt_shape(s) for s in shapes)
-            raise ValueError(f"{op}: cannot broadcast shapes {listed}")
+            raise ArgumentError(f"{op}: cannot broadcast shapes {listed}")
         out.append(sizes.pop() if sizes else 1)
     return tuple(out)
 
@@ -32,7 +33,7 @@ def broadcast_to(x: "Tensor", shape: tuple[int, ...]) -> "Tensor":
         return x
     lead = len(shape) - x.ndim
     if lead < 0 or any(d not in (1, shape[lead + i]) for i, d in enumerate(x.shape)):
-        raise ValueError(f"expand: cannot broadcast {fmt_shape(x.shape)} to {fmt_shape(shape)}")
+        raise ArgumentError(f"expand: cannot broadcast {fmt_shape(x.shape)} to {fmt_shape(shape)}")
     return P.broadcast_in_dim(x, shape, tuple(range(lead, len(shape))))
 
 
@@ -110,8 +111,8 @@ class MathMixin:
             return P.div_p.bind(x, y).trunc()
         if rounding_mode == "floor":
             return x._floordiv(y)
-        raise ValueError(f"div: rounding_mode must be None, 'trunc' or 'floor', "
-                         f"got {rounding_mode!r}")
+        raise ArgumentError(f"div: rounding_mode must be None, 'trunc' or 'floor', "
+                            f"got {rounding_mode!r}")
 
     def _floordiv(self, y: "Tensor") -> "Tensor":
         x = self
@@ -139,13 +140,20 @@ class MathMixin:
         return self._binary(other, P.rem_p, "fmod")
 
     def pow(self, other: Any, reverse: bool = False) -> "Tensor":
-        """Elementwise power."""
-        if not reverse and isinstance(other, (int, float)) and not isinstance(other, bool):
+        """Elementwise power. Integer to negative integer powers are an error (as in
+        PyTorch) when the exponent is known; an int Tensor to a float power is float."""
+        shortcut = isinstance(other, int) or isinstance(other, float) and self.dtype.is_float
+        if not reverse and shortcut and not isinstance(other, bool):
             if other == 2:
                 return self * self
             if other == 1:
                 return self + 0
-        return self._binary(other, P.pow_p, "pow", reverse)
+        x, y = coerce("pow", other, self) if reverse else coerce("pow", self, other)
+        if x.dtype.is_int and _has_negative(y):
+            raise ArgumentError(f"pow: integers to negative integer powers are not allowed "
+                                f"({x.dtype.name} base, exponent {_describe(other, y)}); cast "
+                                f"the base to a float dtype first")
+        return P.pow_p.bind(x, y)
 
     def maximum(self, other: Any) -> "Tensor":
         """Elementwise maximum."""
@@ -187,7 +195,7 @@ class MathMixin:
     def _bitwise(self, other: Any, prim: Any, op: str, reverse: bool = False) -> "Tensor":
         x, y = coerce(op, other, self) if reverse else coerce(op, self, other)
         if x.dtype.is_float:
-            raise TypeError(f"{op} needs bool or integer Tensors, got {x.dtype.name}")
+            raise ArgumentTypeError(f"{op} needs bool or integer Tensors, got {x.dtype.name}")
         return prim.bind(x, y)
 
     def bitwise_and(self, other: Any) -> "Tensor":
@@ -205,7 +213,8 @@ class MathMixin:
     def bitwise_not(self) -> "Tensor":
         """Elementwise `~` (logical not for bool)."""
         if self.dtype.is_float:
-            raise TypeError(f"bitwise_not needs bool or integer Tensors, got {self.dtype.name}")
+            raise ArgumentTypeError(f"bitwise_not needs bool or integer Tensors, got "
+                                    f"{self.dtype.name}")
         return P.not_p.bind(self)
 
     def lshift(self, other: Any) -> "Tensor":
@@ -415,15 +424,28 @@ class MathMixin:
         """Cast to bool."""
         return self.cast(dtypes.bool)
 
-    def matmul(self, other: Any, reverse: bool = False) -> "Tensor":
-        """Matrix product with NumPy's rules for 1-d operands and batch broadcasting."""
+    def matmul(self, x: Any, reverse: bool = False, dtype: Any = None) -> "Tensor":
+        """Matrix product with NumPy's rules for 1-d operands and batch broadcasting; with
+        `dtype`, both operands are cast to it first (the product's dtype)."""
         from fgrad.core.linalg_core import matmul
-        x, y = (_tensor(other), self) if reverse else (self, _tensor(other))
-        return matmul(x, y)
+        a, b = (_tensor(x), self) if reverse else (self, _tensor(x))
+        if dtype is not None:
+            a, b = a.cast(dtype), b.cast(dtype)
+        return matmul(a, b)
 
-    def dot(self, other: Any) -> "Tensor":
+    def dot(self, w: Any, dtype: Any = None) -> "Tensor":
         """Alias of matmul (as in the reference)."""
-        return self.matmul(other)
+        return self.matmul(w, dtype=dtype)
+
+
+def _has_negative(y: Any) -> bool:
+    """Whether a concrete integer exponent has a negative entry (False under tracing)."""
+    from fgrad.core.tensor import Tracer
+    return y.dtype.kind == "i" and not isinstance(y, Tracer) and bool((y.numpy() < 0).any())
+
+
+def _describe(other: Any, y: Any) -> str:
+    return repr(other) if isinstance(other, int) else f"a Tensor of shape {tuple(y.shape)}"
 
 
 def _tensor(x: Any) -> "Tensor":

@@ -7,6 +7,7 @@ import numpy as np
 
 from fgrad.core import prims as P
 from fgrad.core.dtypes import dtypes
+from fgrad.core.errors import ArgumentError, ArgumentTypeError, IndexRangeError
 from fgrad.core.prims._util import fmt_shape
 
 if TYPE_CHECKING:
@@ -29,12 +30,12 @@ class MovementMixin:
         shape = _shape_args(shape)
         shape = tuple(self.shape[i] if s is None else int(s) for i, s in enumerate(shape))
         if shape.count(-1) > 1:
-            raise ValueError(f"reshape: only one -1 allowed, got {shape}")
+            raise ArgumentError(f"reshape: only one -1 allowed, got {shape}")
         if -1 in shape:
             known = int(np.prod([d for d in shape if d != -1]))
             if known == 0 or self.numel() % known:
-                raise ValueError(f"reshape: cannot reshape {fmt_shape(self.shape)} into "
-                                 f"{fmt_shape(shape)}")
+                raise ArgumentError(f"reshape: cannot reshape {fmt_shape(self.shape)} into "
+                                    f"{fmt_shape(shape)}")
             shape = tuple(self.numel() // known if d == -1 else d for d in shape)
         return P.reshape(self, shape)
 
@@ -84,10 +85,8 @@ class MovementMixin:
         """Drop size-1 axes (only `dim` if given; a non-1 `dim` is left alone)."""
         if dim is None:
             return self.reshape(tuple(d for d in self.shape if d != 1))
-        if self.ndim == 0:
-            return self  # type: ignore[return-value]
-        d = self._axis(dim)
-        if self.shape[d] != 1:
+        d = self._axis(dim)  # 0-d: only 0 and -1 are valid
+        if self.ndim == 0 or self.shape[d] != 1:
             return self  # type: ignore[return-value]
         return self.reshape(self.shape[:d] + self.shape[d + 1:])
 
@@ -95,7 +94,7 @@ class MovementMixin:
         """Insert a size-1 axis at `dim` (negative counts from the end of the result)."""
         n = self.ndim + 1
         if not -n <= dim < n:
-            raise IndexError(f"unsqueeze: dim {dim} out of range for {self.ndim}-d Tensor")
+            raise IndexRangeError(f"unsqueeze: dim {dim} out of range for {self.ndim}-d Tensor")
         d = dim % n
         return self.reshape(self.shape[:d] + (1,) + self.shape[d:])
 
@@ -106,8 +105,11 @@ class MovementMixin:
 
     def flip(self, *axis: Any) -> "Tensor":
         """Reverse along the given axes."""
-        axes = _shape_args(axis)
-        return P.rev(self, tuple(self._axis(int(a)) for a in axes))
+        axes = tuple(self._axis(int(a)) for a in _shape_args(axis))
+        if len(set(axes)) != len(axes):
+            raise ArgumentError(f"flip: axis {tuple(_shape_args(axis))} names an axis twice "
+                                f"(shape {self.shape})")
+        return P.rev(self, axes)
 
     # ------------------------------------------------------------------ indexing
     def __getitem__(self, index: Any) -> "Tensor":
@@ -115,7 +117,7 @@ class MovementMixin:
         return getitem(self, index)  # type: ignore[arg-type]
 
     def __setitem__(self, index: Any, value: Any) -> None:
-        raise TypeError("fgrad Tensors are immutable; use x = x.at[index].set(value)")
+        raise ArgumentTypeError("fgrad Tensors are immutable; use x = x.at[index].set(value)")
 
     @property
     def at(self) -> "_IndexUpdateHelper":

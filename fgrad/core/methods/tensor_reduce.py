@@ -17,8 +17,8 @@ def _axes(x: Any, axis: Axis) -> tuple[int, ...]:
     if axis is None:
         return tuple(range(x.ndim))
     axes = (axis,) if isinstance(axis, int) else tuple(axis)
-    out = tuple(sorted({x._axis(int(a)) for a in axes})) if x.ndim else ()
-    return out
+    out = tuple(sorted({x._axis(int(a)) for a in axes}))  # 0-d: only 0 and -1 are valid
+    return out if x.ndim else ()
 
 
 def _keep(x: Any, y: Any, axes: tuple[int, ...], keepdim: bool) -> Any:

@@ -6,6 +6,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from fgrad.core.dtypes import DType
+from fgrad.core.errors import ArgumentError, ArgumentTypeError
 from fgrad.core.ir import ShapedArray
 
 
@@ -35,8 +36,9 @@ def check_kinds(op: str, aval: ShapedArray, kinds: str, what: str = "operand") -
     if aval.dtype.kind not in kinds:
         wanted = {"f": "floating-point", "iu": "integer", "biu": "integer or bool",
                   "iuf": "numeric", "b": "bool"}.get(kinds, f"kind in {kinds!r}")
-        raise TypeError(f"{op} requires a {wanted} {what}, got {aval.dtype.name} "
-                        f"{fmt_shape(aval.shape)}; cast it first, e.g. x.cast(dtypes.float32)")
+        raise ArgumentTypeError(f"{op} requires a {wanted} {what}, got {aval.dtype.name} "
+                                f"{fmt_shape(aval.shape)}; cast it first, e.g. "
+                                f"x.cast(dtypes.float32)")
 
 
 def check_same(op: str, avals: Sequence[ShapedArray]) -> None:
@@ -44,18 +46,18 @@ def check_same(op: str, avals: Sequence[ShapedArray]) -> None:
     first = avals[0]
     for a in avals[1:]:
         if a.shape != first.shape:
-            raise ValueError(f"{op}: operands must have the same shape, got "
-                             f"{fmt_shape(first.shape)} and {fmt_shape(a.shape)}")
+            raise ArgumentError(f"{op}: operands must have the same shape, got "
+                                f"{fmt_shape(first.shape)} and {fmt_shape(a.shape)}")
         if a.dtype != first.dtype:
-            raise TypeError(f"{op}: operands must have the same dtype, got {first.dtype.name} "
-                            f"and {a.dtype.name}; cast one of them")
+            raise ArgumentTypeError(f"{op}: operands must have the same dtype, got "
+                                    f"{first.dtype.name} and {a.dtype.name}; cast one of them")
 
 
 def normalize_axes(op: str, axes: Sequence[int], ndim: int) -> tuple[int, ...]:
     out = []
     for ax in axes:
         if not -ndim <= ax < max(ndim, 1) or (ndim == 0):
-            raise ValueError(f"{op}: axis {ax} is out of range for a {ndim}-d operand")
+            raise ArgumentError(f"{op}: axis {ax} is out of range for a {ndim}-d operand")
         out.append(ax % ndim)
     return tuple(out)
 
@@ -96,4 +98,4 @@ def batch_size(args: Sequence[Any], dims: Sequence[int | None]) -> int:
     for x, d in zip(args, dims, strict=True):
         if d is not None:
             return x.shape[d]
-    raise ValueError("no batched argument")
+    raise ArgumentError("no batched argument")

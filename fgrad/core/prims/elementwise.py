@@ -13,6 +13,7 @@ import numpy as np
 import scipy.special as _sps
 
 from fgrad.core.dtypes import DType, dtypes
+from fgrad.core.errors import ArgumentError, ArgumentTypeError
 from fgrad.core.ir import ShapedArray
 from fgrad.core.primitive import Primitive
 from fgrad.core.prims._util import (batch_size, check_kinds, check_same, instantiate,
@@ -171,8 +172,15 @@ def _shift_left(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     return np.where(y >= bits, 0, np.left_shift(x, np.where(y >= bits, 0, y))).astype(x.dtype)
 
 
-def _safe_pow_log(x: Any) -> Any:
-    return select(x > 0, log(select(x > 0, x, x * 0 + 1)), x * 0)
+def _pow_dx(x: Any, y: Any) -> Any:
+    """d(x ** y)/dx with PyTorch's conventions: 0 where y == 0 (x ** 0 is constant 1)."""
+    return select(y == 0, y * 0, y * pow(x, y - 1))
+
+
+def _pow_dy(x: Any, y: Any, out: Any) -> Any:
+    """d(x ** y)/dy = x ** y * log(x) with PyTorch's conventions: 0 where x == 0 and y >= 0,
+    -inf for 0 ** y with y < 0, NaN for a negative base."""
+    return select((x == 0) & (y >= 0), out * 0, out * log(x))
 
 
 add_p = binary("add", np.add, lambda x, y, o, t: t, lambda x, y, o, t: t, linear=True)
@@ -190,8 +198,8 @@ div_p = binary("div", _int_div, lambda x, y, o, t: safe_mul(t, 1 / y),
 div_p.transpose = lambda ct, x, y: [ct / y if is_undefined(x) else None, None]
 rem_p = binary("rem", _c_rem, lambda x, y, o, t: t,
                lambda x, y, o, t: -t * trunc_div_float(x, y))
-pow_p = binary("pow", _int_pow, lambda x, y, o, t: safe_mul(t, y * pow(x, y - 1)),
-               lambda x, y, o, t: safe_mul(t, _safe_pow_log(x) * o))
+pow_p = binary("pow", _int_pow, lambda x, y, o, t: safe_mul(t, _pow_dx(x, y)),
+               lambda x, y, o, t: safe_mul(t, _pow_dy(x, y, o)))
 max_p = binary("max", np.maximum, lambda x, y, o, t: t * _balanced(x > y, x == y, t),
                lambda x, y, o, t: t * _balanced(y > x, x == y, t), ANY)
 min_p = binary("min", np.minimum, lambda x, y, o, t: t * _balanced(x < y, x == y, t),
@@ -246,9 +254,9 @@ select_p = Primitive("select", linear=True)
 def _select_abstract(pred: ShapedArray, x: ShapedArray, y: ShapedArray) -> ShapedArray:
     check_same("where", [x, y])
     if pred.dtype != dtypes.bool:
-        raise TypeError(f"where: the condition must be bool, got {pred.dtype.name}")
+        raise ArgumentTypeError(f"where: the condition must be bool, got {pred.dtype.name}")
     if pred.shape != x.shape:
-        raise ValueError(f"where: condition shape {pred.shape} differs from {x.shape}")
+        raise ArgumentError(f"where: condition shape {pred.shape} differs from {x.shape}")
     return x
 
 
@@ -310,8 +318,8 @@ bitcast_p = Primitive("bitcast_convert_type")
 
 def _bitcast_abstract(x: ShapedArray, *, new_dtype: DType) -> ShapedArray:
     if x.dtype.itemsize != new_dtype.itemsize:
-        raise TypeError(f"bitcast from {x.dtype.name} to {new_dtype.name}: the item sizes "
-                        f"differ ({x.dtype.itemsize} vs {new_dtype.itemsize} bytes)")
+        raise ArgumentTypeError(f"bitcast from {x.dtype.name} to {new_dtype.name}: the item sizes "
+                                f"differ ({x.dtype.itemsize} vs {new_dtype.itemsize} bytes)")
     return ShapedArray(x.shape, new_dtype)
 
 

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from fgrad.core.dtypes import dtypes
+from fgrad.core.errors import ArgumentError, ArgumentTypeError
 from fgrad.core.ir import ShapedArray
 from fgrad.core.primitive import Primitive
 from fgrad.core.prims._util import (batch_size, fmt_shape, instantiate, is_undefined,
@@ -24,9 +25,9 @@ SCATTER_MODES = ("add", "set", "mul", "max", "min")
 
 def _check_indices(op: str, x: ShapedArray, idx: ShapedArray) -> None:
     if not idx.dtype.is_int:
-        raise TypeError(f"{op}: indices must be integers, got {idx.dtype.name}")
+        raise ArgumentTypeError(f"{op}: indices must be integers, got {idx.dtype.name}")
     if x.ndim == 0:
-        raise ValueError(f"{op}: cannot index a 0-d operand")
+        raise ArgumentError(f"{op}: cannot index a 0-d operand")
 
 
 def _gather_abstract(x: ShapedArray, idx: ShapedArray) -> ShapedArray:
@@ -83,11 +84,11 @@ def _scatter_abstract(x: ShapedArray, idx: ShapedArray, upd: ShapedArray, *,
                       mode: str) -> ShapedArray:
     _check_indices("scatter", x, idx)
     if mode not in SCATTER_MODES:
-        raise ValueError(f"scatter: mode must be one of {SCATTER_MODES}, got {mode!r}")
+        raise ArgumentError(f"scatter: mode must be one of {SCATTER_MODES}, got {mode!r}")
     want = idx.shape + x.shape[1:]
     if upd.shape != want or upd.dtype != x.dtype:
-        raise ValueError(f"scatter: updates must have shape {fmt_shape(want)} and dtype "
-                         f"{x.dtype.name}, got {fmt_shape(upd.shape)} {upd.dtype.name}")
+        raise ArgumentError(f"scatter: updates must have shape {fmt_shape(want)} and dtype "
+                            f"{x.dtype.name}, got {fmt_shape(upd.shape)} {upd.dtype.name}")
     return x
 
 

@@ -14,6 +14,7 @@ import numpy as np
 from scipy.linalg import blas, lapack
 
 from fgrad.core.dtypes import dtypes
+from fgrad.core.errors import ArgumentError
 from fgrad.core.ir import ShapedArray
 from fgrad.core.primitive import Primitive
 from fgrad.core.prims._util import check_kinds, fmt_shape, instantiate, is_undefined, move_bdim
@@ -25,12 +26,12 @@ def _check_matrix(op: str, x: ShapedArray, square: bool = False) -> tuple[int, i
     """The trailing (m, n) of a floating (batch of) matrix; errors name `op` and the shape."""
     check_kinds(op, x, "f")
     if x.ndim < 2:
-        raise ValueError(f"{op}: expected a matrix or a batch of matrices (two or more "
-                         f"dimensions), got shape {fmt_shape(x.shape)}")
+        raise ArgumentError(f"{op}: expected a matrix or a batch of matrices (two or more "
+                            f"dimensions), got shape {fmt_shape(x.shape)}")
     m, n = x.shape[-2:]
     if square and m != n:
-        raise ValueError(f"{op}: expected square matrices (..., n, n), got shape "
-                         f"{fmt_shape(x.shape)} ({m} x {n})")
+        raise ArgumentError(f"{op}: expected square matrices (..., n, n), got shape "
+                            f"{fmt_shape(x.shape)} ({m} x {n})")
     return m, n
 
 
@@ -163,9 +164,9 @@ def _ts_abstract(a: ShapedArray, b: ShapedArray, **params: Any) -> ShapedArray:
     _check_matrix("triangular_solve", a, square=True)
     _check_matrix("triangular_solve", b)
     if a.dtype != b.dtype or a.shape[:-2] != b.shape[:-2] or a.shape[-1] != b.shape[-2]:
-        raise ValueError(f"triangular_solve: cannot solve A {fmt_shape(a.shape)} "
-                         f"{a.dtype.name} against B {fmt_shape(b.shape)} {b.dtype.name}: "
-                         f"need A (..., n, n) and B (..., n, k) with equal batch and dtype")
+        raise ArgumentError(f"triangular_solve: cannot solve A {fmt_shape(a.shape)} "
+                            f"{a.dtype.name} against B {fmt_shape(b.shape)} {b.dtype.name}: "
+                            f"need A (..., n, n) and B (..., n, k) with equal batch and dtype")
     return b
 
 
@@ -187,8 +188,8 @@ def _ts_jvp(primals: list[Any], tangents: list[Any], **params: Any) -> tuple[Any
 def _ts_transpose(ct: Any, a: Any, b: Any, *, lower: bool, transpose_a: bool,
                   unit_diagonal: bool) -> list[Any]:
     if is_undefined(a):
-        raise ValueError("triangular_solve is linear in B only; its matrix A cannot be "
-                         "transposed (it must be a known value)")
+        raise ArgumentError("triangular_solve is linear in B only; its matrix A cannot be "
+                            "transposed (it must be a known value)")
     ct_b = triangular_solve(a, ct, lower=lower, transpose_a=not transpose_a,
                             unit_diagonal=unit_diagonal)
     return [None, ct_b]

@@ -6,6 +6,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from fgrad.core.dtypes import DType, dtypes
+from fgrad.core.errors import ArgumentError
 from fgrad.core.ir import ShapedArray
 from fgrad.core.primitive import Primitive
 from fgrad.core.prims._util import fmt_shape, instantiate, is_undefined, move_bdim
@@ -15,7 +16,7 @@ iota_p = Primitive("iota")
 
 def _iota_abstract(*, dtype: DType, shape: tuple[int, ...], dimension: int) -> ShapedArray:
     if not 0 <= dimension < len(shape):
-        raise ValueError(f"iota: dimension {dimension} out of range for shape {shape}")
+        raise ArgumentError(f"iota: dimension {dimension} out of range for shape {shape}")
     return ShapedArray(tuple(shape), dtype)
 
 
@@ -53,9 +54,9 @@ def _dot_abstract(x: ShapedArray, y: ShapedArray, *, dimension_numbers: DimNums)
     bad = (x.dtype != y.dtype or len(xc) != len(yc) or len(xb) != len(yb)
            or any(x.shape[a] != y.shape[b] for a, b in zip(xc + xb, yc + yb)))
     if bad:
-        raise ValueError(f"matmul/dot_general: cannot contract {fmt_shape(x.shape)} "
-                         f"{x.dtype.name} with {fmt_shape(y.shape)} {y.dtype.name} over "
-                         f"axes {xc}/{yc} (batch {xb}/{yb})")
+        raise ArgumentError(f"matmul/dot_general: cannot contract {fmt_shape(x.shape)} "
+                            f"{x.dtype.name} with {fmt_shape(y.shape)} {y.dtype.name} over "
+                            f"axes {xc}/{yc} (batch {xb}/{yb})")
     shape = (tuple(x.shape[a] for a in xb) + tuple(x.shape[a] for a in _free(x.ndim, xc, xb))
              + tuple(y.shape[a] for a in _free(y.ndim, yc, yb)))
     return ShapedArray(shape, x.dtype)

@@ -9,6 +9,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from fgrad.core.errors import ArgumentError
 from fgrad.core.ir import ShapedArray
 from fgrad.core.primitive import Primitive
 from fgrad.core.prims._util import (batch_size, fmt_shape, instantiate, is_undefined,
@@ -32,8 +33,8 @@ reshape_p = Primitive("reshape", linear=True)
 
 def _reshape_abstract(x: ShapedArray, *, new_shape: tuple[int, ...]) -> ShapedArray:
     if any(d < 0 for d in new_shape) or int(np.prod(new_shape)) != x.size:
-        raise ValueError(f"reshape: cannot reshape {fmt_shape(x.shape)} ({x.size} elements) "
-                         f"into {fmt_shape(new_shape)}")
+        raise ArgumentError(f"reshape: cannot reshape {fmt_shape(x.shape)} ({x.size} elements) "
+                            f"into {fmt_shape(new_shape)}")
     return ShapedArray(tuple(new_shape), x.dtype)
 
 
@@ -60,8 +61,8 @@ def _broadcast_abstract(x: ShapedArray, *, shape: tuple[int, ...],
         0 <= d < len(shape) and x.shape[i] in (1, shape[d])
         for i, d in enumerate(broadcast_dimensions))
     if not ok or list(broadcast_dimensions) != sorted(set(broadcast_dimensions)):
-        raise ValueError(f"cannot broadcast shape {fmt_shape(x.shape)} to "
-                         f"{fmt_shape(shape)} (dims {broadcast_dimensions})")
+        raise ArgumentError(f"cannot broadcast shape {fmt_shape(x.shape)} to "
+                            f"{fmt_shape(shape)} (dims {broadcast_dimensions})")
     return ShapedArray(tuple(shape), x.dtype)
 
 
@@ -105,8 +106,8 @@ transpose_p = Primitive("transpose", linear=True)
 
 def _transpose_abstract(x: ShapedArray, *, permutation: tuple[int, ...]) -> ShapedArray:
     if sorted(permutation) != list(range(x.ndim)):
-        raise ValueError(f"permute: {permutation} is not a permutation of the "
-                         f"{x.ndim} axes of {fmt_shape(x.shape)}")
+        raise ArgumentError(f"permute: {permutation} is not a permutation of the "
+                            f"{x.ndim} axes of {fmt_shape(x.shape)}")
     return ShapedArray(tuple(x.shape[p] for p in permutation), x.dtype)
 
 
@@ -131,13 +132,13 @@ PadConfig = tuple[tuple[int, int, int], ...]
 
 def _pad_abstract(x: ShapedArray, *, config: PadConfig, value: Any) -> ShapedArray:
     if len(config) != x.ndim:
-        raise ValueError(f"pad: {len(config)} (lo, hi, interior) triples for a {x.ndim}-d "
-                         f"operand of shape {fmt_shape(x.shape)}")
+        raise ArgumentError(f"pad: {len(config)} (lo, hi, interior) triples for a {x.ndim}-d "
+                            f"operand of shape {fmt_shape(x.shape)}")
     shape = []
     for n, (lo, hi, interior) in zip(x.shape, config, strict=True):
         size = lo + hi + n + max(n - 1, 0) * interior
         if interior < 0 or size < 0:
-            raise ValueError(f"pad: config {config} is invalid for shape {fmt_shape(x.shape)}")
+            raise ArgumentError(f"pad: config {config} is invalid for shape {fmt_shape(x.shape)}")
         shape.append(size)
     return ShapedArray(tuple(shape), x.dtype)
 
@@ -186,8 +187,8 @@ def _slice_abstract(x: ShapedArray, *, start: tuple[int, ...], limit: tuple[int,
     if not len(start) == len(limit) == len(strides) == x.ndim or any(
             not 0 <= s <= e <= n or st < 1
             for s, e, n, st in zip(start, limit, x.shape, strides, strict=True)):
-        raise ValueError(f"slice: start {start}, limit {limit}, strides {strides} do not fit "
-                         f"shape {fmt_shape(x.shape)}")
+        raise ArgumentError(f"slice: start {start}, limit {limit}, strides {strides} do not fit "
+                            f"shape {fmt_shape(x.shape)}")
     shape = tuple(-(-(e - s) // st) for s, e, st in zip(start, limit, strides, strict=True))
     return ShapedArray(shape, x.dtype)
 
@@ -236,9 +237,9 @@ def _concat_abstract(*xs: ShapedArray, dimension: int) -> ShapedArray:
     for x in xs[1:]:
         if x.dtype != first.dtype or x.ndim != first.ndim or any(
                 a != b for i, (a, b) in enumerate(zip(x.shape, first.shape)) if i != dimension):
-            raise ValueError(f"cat: shapes {', '.join(fmt_shape(y.shape) for y in xs)} "
-                             f"(dtypes {', '.join(y.dtype.name for y in xs)}) do not match "
-                             f"outside dimension {dimension}")
+            raise ArgumentError(f"cat: shapes {', '.join(fmt_shape(y.shape) for y in xs)} "
+                                f"(dtypes {', '.join(y.dtype.name for y in xs)}) do not match "
+                                f"outside dimension {dimension}")
     shape = list(first.shape)
     shape[dimension] = sum(x.shape[dimension] for x in xs)
     return ShapedArray(tuple(shape), first.dtype)

@@ -9,6 +9,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from fgrad.core.dtypes import DType, dtypes
+from fgrad.core.errors import ArgumentError
 from fgrad.core.ir import ShapedArray
 from fgrad.core.primitive import Primitive
 from fgrad.core.prims._util import fmt_shape, move_bdim
@@ -16,7 +17,7 @@ from fgrad.core.prims._util import fmt_shape, move_bdim
 
 def _reduced_shape(op: str, x: ShapedArray, axes: tuple[int, ...]) -> tuple[int, ...]:
     if any(not 0 <= a < x.ndim for a in axes) or len(set(axes)) != len(axes):
-        raise ValueError(f"{op}: axes {axes} are invalid for shape {fmt_shape(x.shape)}")
+        raise ArgumentError(f"{op}: axes {axes} are invalid for shape {fmt_shape(x.shape)}")
     return tuple(d for i, d in enumerate(x.shape) if i not in axes)
 
 
@@ -52,8 +53,8 @@ def reduction(name: str, np_fn: Callable[..., Any], jvp: Callable[..., Any],
     def abstract_eval(x: ShapedArray, *, axes: tuple[int, ...]) -> ShapedArray:
         if x.size == 0 and name in ("reduce_max", "reduce_min") and any(
                 x.shape[a] == 0 for a in axes):
-            raise ValueError(f"{name}: cannot reduce an empty axis of shape "
-                             f"{fmt_shape(x.shape)} (no identity for max/min)")
+            raise ArgumentError(f"{name}: cannot reduce an empty axis of shape "
+                                f"{fmt_shape(x.shape)} (no identity for max/min)")
         return ShapedArray(_reduced_shape(name, x, axes), x.dtype)
 
     def jvp_rule(primals: list[Any], tangents: list[Any], *, axes: tuple[int, ...]) -> Any:
@@ -135,8 +136,8 @@ def _arg_reduction(name: str, np_fn: Callable[..., Any]) -> Primitive:
 
     def abstract_eval(x: ShapedArray, *, axis: int, index_dtype: DType) -> ShapedArray:
         if not 0 <= axis < x.ndim or x.shape[axis] == 0:
-            raise ValueError(f"{name}: axis {axis} is invalid or empty for shape "
-                             f"{fmt_shape(x.shape)}")
+            raise ArgumentError(f"{name}: axis {axis} is invalid or empty for shape "
+                                f"{fmt_shape(x.shape)}")
         return ShapedArray(_reduced_shape(name, x, (axis,)), index_dtype)
 
     def impl(x: np.ndarray, *, axis: int, index_dtype: DType) -> np.ndarray:
@@ -164,8 +165,8 @@ def _cumulative_prim(name: str, np_fn: Callable[..., Any], linear: bool) -> Prim
 
     def abstract_eval(x: ShapedArray, *, axis: int, reverse: bool) -> ShapedArray:
         if not 0 <= axis < x.ndim:
-            raise ValueError(f"{name}: axis {axis} is out of range for shape "
-                             f"{fmt_shape(x.shape)}")
+            raise ArgumentError(f"{name}: axis {axis} is out of range for shape "
+                                f"{fmt_shape(x.shape)}")
         return x
 
     def impl(x: np.ndarray, *, axis: int, reverse: bool) -> np.ndarray:

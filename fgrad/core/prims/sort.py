@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from fgrad.core.dtypes import dtypes
+from fgrad.core.errors import ArgumentError
 from fgrad.core.ir import ShapedArray
 from fgrad.core.primitive import Primitive
 from fgrad.core.prims._util import fmt_shape, move_bdim
@@ -21,10 +22,10 @@ sort_p = Primitive("sort", multiple_results=True)
 
 def _sort_abstract(x: ShapedArray, *, descending: bool) -> list[ShapedArray]:
     if x.ndim == 0:
-        raise ValueError(f"sort: the operand must have at least one axis, got shape "
-                         f"{fmt_shape(x.shape)}; reshape a 0-d Tensor to (1,) first")
+        raise ArgumentError(f"sort: the operand must have at least one axis, got shape "
+                            f"{fmt_shape(x.shape)}; reshape a 0-d Tensor to (1,) first")
     if x.shape[-1] >= 2**31:
-        raise ValueError(f"sort: axis of length {x.shape[-1]} is too long for int32 indices")
+        raise ArgumentError(f"sort: axis of length {x.shape[-1]} is too long for int32 indices")
     return [x, ShapedArray(x.shape, dtypes.int32)]
 
 
