@@ -1,8 +1,9 @@
 """Tensor arithmetic: Python operators, dtype promotion, broadcasting, elementwise math."""
 from __future__ import annotations
 
+import builtins
 import math
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, cast
 
 from fgrad.core import dtypes as _dt
 from fgrad.core import prims as P
@@ -178,10 +179,10 @@ class MathMixin:
     def __ge__(self, other: Any) -> "Tensor":
         return self._compare(other, P.ge_p, "ge")
 
-    def __eq__(self, other: Any) -> "Tensor":  # type: ignore[override]
+    def __eq__(self, other: Any) -> "Tensor":  # type: ignore[override]  # elementwise, as NumPy
         return self.eq(other)
 
-    def __ne__(self, other: Any) -> "Tensor":  # type: ignore[override]
+    def __ne__(self, other: Any) -> "Tensor":  # type: ignore[override]  # elementwise, as NumPy
         return self.ne(other)
 
     def _bitwise(self, other: Any, prim: Any, op: str, reverse: bool = False) -> "Tensor":
@@ -266,7 +267,7 @@ class MathMixin:
         return self._bitwise(o, P.shift_right_p, "rshift", True)
     def __invert__(self) -> "Tensor": return self.bitwise_not()
     def __neg__(self) -> "Tensor": return self.neg()
-    def __pos__(self) -> "Tensor": return self  # type: ignore[return-value]
+    def __pos__(self) -> "Tensor": return cast("Tensor", self)
     def __abs__(self) -> "Tensor": return self.abs()
 
     # ------------------------------------------------------------------ unary math
@@ -276,15 +277,15 @@ class MathMixin:
 
     def abs(self) -> "Tensor":
         """Elementwise absolute value."""
-        return self if self.dtype.is_unsigned or self.dtype == dtypes.bool \
+        return cast("Tensor", self) if self.dtype.is_unsigned or self.dtype == dtypes.bool \
             else P.abs_p.bind(self)
 
     def sign(self) -> "Tensor":
         """-1, 0 or 1 by the sign of each element."""
-        return P.sign_p.bind(self) if self.dtype != dtypes.bool else self
+        return P.sign_p.bind(self) if self.dtype != dtypes.bool else cast("Tensor", self)
 
     def _float_unary(self, prim: Any) -> "Tensor":
-        return prim.bind(_float_input(self))
+        return prim.bind(_float_input(cast("Tensor", self)))
 
     def exp(self) -> "Tensor":
         """e ** x."""
@@ -296,7 +297,7 @@ class MathMixin:
 
     def exp2(self) -> "Tensor":
         """2 ** x."""
-        return (_float_input(self) * math.log(2)).exp()
+        return (_float_input(cast("Tensor", self)) * math.log(2)).exp()
 
     def log2(self) -> "Tensor":
         """Base-2 logarithm."""
@@ -336,7 +337,7 @@ class MathMixin:
 
     def reciprocal(self) -> "Tensor":
         """1 / x."""
-        return 1.0 / _float_input(self)
+        return 1.0 / _float_input(cast("Tensor", self))
 
     def square(self) -> "Tensor":
         """x * x."""
@@ -347,7 +348,7 @@ class MathMixin:
         return (self > 0).where(self, 0)
 
     def _rounding(self, prim: Any) -> "Tensor":
-        return self if not self.dtype.is_float else prim.bind(self)
+        return cast("Tensor", self) if not self.dtype.is_float else prim.bind(self)
 
     def floor(self) -> "Tensor":
         """Round down."""
@@ -364,7 +365,7 @@ class MathMixin:
     def trunc(self) -> "Tensor":
         """Round toward zero."""
         if not self.dtype.is_float:
-            return self  # type: ignore[return-value]
+            return cast("Tensor", self)
         return P.select(self < 0, self.ceil(), self.floor())
 
     def isnan(self) -> "Tensor":
@@ -415,7 +416,8 @@ class MathMixin:
         """Cast to bool."""
         return self.cast(dtypes.bool)
 
-    def matmul(self, other: Any, reverse: bool = False) -> "Tensor":
+    def matmul(self, other: Any, reverse: builtins.bool = False) -> "Tensor":
+
         """Matrix product with NumPy's rules for 1-d operands and batch broadcasting."""
         from fgrad.core.linalg_core import matmul
         x, y = (_tensor(other), self) if reverse else (self, _tensor(other))
