@@ -20,6 +20,7 @@ class BatchTracer(Tracer):
     """A value batched along axis `bdim` of `val` (None: the same for every element)."""
 
     __slots__ = ("val", "bdim")
+    _trace: BatchTrace
 
     def __init__(self, trace: "BatchTrace", val: Any, bdim: int | None):
         self._trace, self.val, self.bdim = trace, val, bdim
@@ -42,8 +43,10 @@ class BatchTrace(Trace):
     """Applies batch rules; `axis_size` is the length of the mapped axis."""
 
     name = "vmap"
+    parent: Trace
 
     def __init__(self, parent: Trace, axis_size: int):
+
         self.parent, self.axis_size = parent, axis_size
 
     def split(self, x: Any) -> tuple[Any, int | None]:

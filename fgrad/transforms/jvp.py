@@ -35,8 +35,10 @@ class JVPTrace(Trace):
     """Pushes tangents forward through each primitive's jvp rule."""
 
     name = "jvp"
+    parent: Trace
 
     def __init__(self, parent: Trace):
+
         self.parent = parent
 
     def split(self, x: Any) -> tuple[Any, Any]:
