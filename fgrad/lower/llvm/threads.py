@@ -169,7 +169,7 @@ def chunking(kernel: Kernel | None) -> tuple[int, int, int]:
     (threads claim chunks one by one, so one that the OS delays takes fewer); anything else
     is 1 chunk (size and extent 0: the whole call)."""
     extent = split_extent(kernel) if kernel is not None else 0
-    if not extent:
+    if kernel is None or not extent:
         return 1, 0, 0
     loop = kernel.body[0]
     assert isinstance(loop, Loop)
