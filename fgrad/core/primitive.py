@@ -46,7 +46,7 @@ class Primitive:
     def _missing(self, rule: str) -> Callable[..., Any]:
         def missing(*args: Any, **params: Any) -> Any:
             raise MissingRuleError(f"primitive '{self.name}' has no {rule} rule")
-        missing.is_missing = True  # type: ignore[attr-defined]
+        missing.is_missing = True  # type: ignore[attr-defined]  # a marker, read by getattr
         return missing
 
     def bind(self, *args: Any, **params: Any) -> Any:

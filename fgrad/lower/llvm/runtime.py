@@ -466,4 +466,4 @@ def _describe_control(name: str, eqn: Eqn) -> str:
     return "\n".join(lines)
 
 
-compile_llvm.describe = describe  # type: ignore[attr-defined]
+compile_llvm.describe = describe  # type: ignore[attr-defined]  # jit getattr()s it

@@ -373,7 +373,8 @@ class ThreadPool:
                 while self._generation == seen:
                     self._wake.wait()
                 seen = self._generation
-                entry, table, state, nthreads = self._job  # type: ignore[misc]
+                assert self._job is not None, "a generation starts with its job set"
+                entry, table, state, nthreads = self._job
             if thread < nthreads:
                 entry(table, thread, state)
 
