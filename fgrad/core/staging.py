@@ -72,7 +72,6 @@ class StagingTrace(Trace):
     parent: Trace
 
     def __init__(self, parent: Trace, *, partial: bool = False, name: str = "make_jaxpr"):
-
         self.parent, self.partial, self.name = parent, partial, name
         self.eqns: list[Eqn] = []
         self.const_vars: dict[int, tuple[Var, Any]] = {}

@@ -229,7 +229,6 @@ class Tensor(MathMixin, MovementMixin, ReduceMixin, CreationMixin, MathOpsMixin,
         return id(self)
 
     def __iter__(self) -> Iterator[Tensor]:
-
         if not self.shape:
             raise TypeError("iteration over a 0-d Tensor")
         return (self[i] for i in range(self.shape[0]))

@@ -20,7 +20,6 @@ class BatchTracer(Tracer):
     """A value batched along axis `bdim` of `val` (None: the same for every element)."""
 
     __slots__ = ("val", "bdim")
-    _trace: BatchTrace
 
     def __init__(self, trace: "BatchTrace", val: Any, bdim: int | None):
         self._trace, self.val, self.bdim = trace, val, bdim
@@ -33,6 +32,7 @@ class BatchTracer(Tracer):
         return ShapedArray(tuple(shape), self.val.dtype)
 
     def _concrete(self, why: str) -> Any:
+        assert isinstance(self._trace, BatchTrace)
         raise ConcretizationError(
             f"{why} needs one concrete value, but under vmap this Tensor holds a batch of "
             f"{self._trace.axis_size} values. Use Tensor.where or fgrad.lax.cond (which "
@@ -43,10 +43,8 @@ class BatchTrace(Trace):
     """Applies batch rules; `axis_size` is the length of the mapped axis."""
 
     name = "vmap"
-    parent: Trace
 
     def __init__(self, parent: Trace, axis_size: int):
-
         self.parent, self.axis_size = parent, axis_size
 
     def split(self, x: Any) -> tuple[Any, int | None]:
@@ -58,6 +56,7 @@ class BatchTrace(Trace):
         pairs = [self.split(x) for x in args]
         vals = [v for v, _ in pairs]
         dims = [d for _, d in pairs]
+        assert self.parent is not None, "a BatchTrace is made under a current trace"
         with set_current_trace(self.parent):
             if all(d is None for d in dims):
                 out = prim.bind(*vals, **params)

@@ -162,7 +162,6 @@ class custom_vjp:  # noqa: N801  (JAX's name)
 
 def _ct_leaves(in_cts: tuple, args: tuple) -> list[Any]:
     out: list[Any] = []
-
     for ct, arg in zip(in_cts, args, strict=True):
         arg_leaves = tree_util.tree_leaves(arg)
         if ct is None:

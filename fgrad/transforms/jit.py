@@ -180,7 +180,6 @@ class JittedFunction:
             return _MISS
         entry = self._fast.get(found[0])
         if entry is None or not isinstance(current_trace(), EvalTrace):
-
             return _MISS
         run, out_tree, single = entry
         self.info.hits += 1

@@ -190,7 +190,6 @@ class ConvOpsMixin:
         output_padding + 1. Padding forms as in conv2d (no strings).
         """
         x, n = cast("Tensor", self), weight.ndim - 2
-
         squeeze = x.ndim == n + 1
         x = x.reshape((1,) + x.shape) if squeeze else x
         _check_transpose(x, weight, groups)

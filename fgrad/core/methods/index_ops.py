@@ -255,7 +255,6 @@ class IndexOpsMixin:
         """(values, indices): a stable sort along `dim`; NaN counts as the largest value."""
         if self.ndim == 0:
             return cast("Tensor", self), P.zeros((), dtypes.int32)
-
         d = self._axis(dim)
         perm = tuple(i for i in range(self.ndim) if i != d) + (d,)
         values, indices = P.sort(P.transpose(self, perm), descending)

@@ -169,7 +169,6 @@ class MathOpsMixin:
         x = cast("Tensor", self)
         return x * (x * 1.702).sigmoid()
 
-
     # ------------------------------------------------------------------ hyperbolic
     def sinh(self) -> "Tensor":
         """Hyperbolic sine (accurate near 0)."""
@@ -344,7 +343,6 @@ class MathOpsMixin:
             raise ValueError(f"multinomial: weights must be 1-d or 2-d and num_samples >= 1, "
                              f"got shape {self.shape} and num_samples={num_samples}")
         w = self.reshape(1, -1) if self.ndim == 1 else cast("Tensor", self)
-
         w = w.cast(dtypes.float32) if not w.dtype.is_float else w
         rows, n = w.shape
         if not replacement and num_samples > n:

@@ -112,7 +112,6 @@ class NNOpsMixin(ConvOpsMixin, PoolOpsMixin, LossOpsMixin):
         keep = random.bernoulli(key, 1.0 - p, x.shape)
         return keep.where(x * (1.0 / (1.0 - p)), 0)
 
-
     def scaled_dot_product_attention(self, key: "Tensor", value: "Tensor",
                                      attn_mask: "Tensor | None" = None, dropout_p: float = 0.0,
                                      is_causal: bool = False, enable_gqa: bool = False,

@@ -133,7 +133,6 @@ class PoolOpsMixin:
         geo = pool_geometry(x, kernel_size, stride, dilation, padding, ceil_mode, op)
         n = len(geo.kernel)
         padded = pad_spatial(x, geo.total_pads, _lowest(x.dtype))
-
         taps = windows(padded, geo.kernel, geo.stride, geo.dilation, op)
         axis = self.ndim - n
         values = taps.max(axis)

@@ -19,7 +19,6 @@ if TYPE_CHECKING:
 
 
 def _shape(shape: Sequence[Any]) -> tuple[int, ...]:
-
     if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
         shape = tuple(shape[0])
     out = tuple(int(d) for d in shape)

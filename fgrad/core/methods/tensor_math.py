@@ -417,7 +417,6 @@ class MathMixin:
         return self.cast(dtypes.bool)
 
     def matmul(self, other: Any, reverse: builtins.bool = False) -> "Tensor":
-
         """Matrix product with NumPy's rules for 1-d operands and batch broadcasting."""
         from fgrad.core.linalg_core import matmul
         x, y = (_tensor(other), self) if reverse else (self, _tensor(other))

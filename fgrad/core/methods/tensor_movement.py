@@ -114,7 +114,6 @@ class MovementMixin:
         from fgrad.core.indexing import getitem
         return getitem(self, index)
 
-
     def __setitem__(self, index: Any, value: Any) -> None:
         raise TypeError("fgrad Tensors are immutable; use x = x.at[index].set(value)")
 

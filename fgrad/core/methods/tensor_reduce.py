@@ -78,7 +78,6 @@ class ReduceMixin:
         x = cast("Tensor", self) if self.dtype.is_float else self.cast(dtypes.default_float)
         axes = _axes(x, axis)
         count = 1
-
         for a in axes:
             count *= x.shape[a]
         total = x.sum(axis, keepdim)

@@ -79,7 +79,6 @@ def _dot_impl(x: np.ndarray, y: np.ndarray, *, dimension_numbers: DimNums) -> np
 
 
 def dot_general(x: Any, y: Any, dimension_numbers: DimNumsLike) -> Any:
-
     """Contract `x` and `y` over the given axes with shared batch axes (output: batch, x free,
     y free)."""
     (xc, yc), (xb, yb) = dimension_numbers
