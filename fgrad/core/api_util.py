@@ -80,6 +80,6 @@ def make_jaxpr(fn: Callable[..., Any], static_argnums: int | Sequence[int] = ()
 
         closed, out_tree = trace_to_jaxpr(flat_fn, [x.aval for x in leaves], current_trace(),
                                           "make_jaxpr", origins)
-        closed.out_tree = out_tree  # type: ignore[attr-defined]
+        closed.out_tree = out_tree  # type: ignore[attr-defined]  # extra, for callers
         return closed
     return staged

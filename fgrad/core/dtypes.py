@@ -16,11 +16,14 @@ Promotion rules (the same lattice as PyTorch and JAX for the common cases):
 """
 from __future__ import annotations
 
+import builtins
 from dataclasses import dataclass
+from typing import cast
 from typing import Any
 
 import ml_dtypes
 import numpy as np
+from numpy.typing import DTypeLike
 
 
 @dataclass(frozen=True, eq=True)
@@ -59,7 +62,7 @@ class DType:
         return dtype_limits(self)[1]
 
 
-def _make(name: str, short: str, npdtype: object, kind: str) -> DType:
+def _make(name: str, short: str, npdtype: DTypeLike, kind: str) -> DType:
     npd = np.dtype(npdtype)
     return DType(name, short, npd.itemsize, kind, npd)
 
@@ -88,22 +91,22 @@ class dtypes:
     default_int = int32
 
     @staticmethod
-    def is_float(dtype: DType) -> bool:
+    def is_float(dtype: DType) -> builtins.bool:
         """True for float16, bfloat16, float32 and float64."""
         return dtype.kind == "f"
 
     @staticmethod
-    def is_int(dtype: DType) -> bool:
+    def is_int(dtype: DType) -> builtins.bool:
         """True for signed and unsigned integers (not bool)."""
         return dtype.kind in "iu"
 
     @staticmethod
-    def is_unsigned(dtype: DType) -> bool:
+    def is_unsigned(dtype: DType) -> builtins.bool:
         """True for unsigned integers."""
         return dtype.kind == "u"
 
     @staticmethod
-    def from_np(npdtype: object) -> DType:
+    def from_np(npdtype: DTypeLike) -> DType:
         """The DType of a NumPy dtype; raises TypeError for unsupported ones (complex, str)."""
         return from_numpy(npdtype)
 
@@ -118,7 +121,7 @@ _BY_NAME = {d.name: d for d in ALL_DTYPES} | {d.short: d for d in ALL_DTYPES} | 
     str(d.np): d for d in ALL_DTYPES}
 
 
-def from_numpy(npdtype: object) -> DType:
+def from_numpy(npdtype: DTypeLike) -> DType:
     """Map a NumPy dtype to a DType."""
     key = np.dtype(npdtype)
     if key not in _BY_NP:
@@ -139,8 +142,8 @@ def to_dtype(spec: object) -> DType:
         return dtypes.bool
     if isinstance(spec, str) and spec in _BY_NAME:
         return _BY_NAME[spec]
-    try:
-        return from_numpy(spec)
+    try:  # anything else NumPy cannot read as a dtype raises TypeError here
+        return from_numpy(cast(DTypeLike, spec))
     except TypeError:
         raise TypeError(f"not a dtype: {spec!r}; use one of fgrad.dtypes "
                         f"(e.g. dtypes.float32)") from None

@@ -40,13 +40,13 @@ class Primitive:
         self.transpose: Callable[..., Any] | None = None
         self.batch: Callable[..., Any] | None = None
         self.partial_eval: Callable[..., Any] | None = None
-        self.lowerings: dict[str, Callable[..., Any]] = {}
+        self.lowerings: dict[str, str] = {}  # backend -> how it lowers this (fgrad.lower)
         REGISTRY[name] = self
 
     def _missing(self, rule: str) -> Callable[..., Any]:
         def missing(*args: Any, **params: Any) -> Any:
             raise MissingRuleError(f"primitive '{self.name}' has no {rule} rule")
-        missing.is_missing = True  # type: ignore[attr-defined]
+        missing.is_missing = True  # type: ignore[attr-defined]  # a marker, read by getattr
         return missing
 
     def bind(self, *args: Any, **params: Any) -> Any:

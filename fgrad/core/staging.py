@@ -69,6 +69,8 @@ class StagingTracer(Tracer):
 class StagingTrace(Trace):
     """Records equations; see the module docstring for `partial`."""
 
+    parent: Trace
+
     def __init__(self, parent: Trace, *, partial: bool = False, name: str = "make_jaxpr"):
         self.parent, self.partial, self.name = parent, partial, name
         self.eqns: list[Eqn] = []

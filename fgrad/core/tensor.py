@@ -6,7 +6,7 @@ primitives that any transformation can interpret. Operators and ops live in the 
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 import numpy as np
 
@@ -81,6 +81,7 @@ class Tensor(MathMixin, MovementMixin, ReduceMixin, CreationMixin, MathOpsMixin,
 
     __slots__ = ("_data", "__weakref__")
     __array_priority__ = 100
+    _data: Any  # a frozen np.ndarray, a backend's device array, or a donated-buffer marker
 
     def __init__(self, data: Any, dtype: Any = None, device: str | None = None):
         dtype = None if dtype is None else _dt.to_dtype(dtype)
@@ -172,7 +173,7 @@ class Tensor(MathMixin, MovementMixin, ReduceMixin, CreationMixin, MathOpsMixin,
     def data(self) -> memoryview:
         """The raw data as a (read-only) memoryview (bfloat16 as its uint16 bit patterns)."""
         arr = np.ascontiguousarray(self._concrete("data()"))
-        return memoryview(arr.view(np.uint16) if arr.dtype == dtypes.bfloat16.np else arr)
+        return (arr.view(np.uint16) if arr.dtype == dtypes.bfloat16.np else arr).data
 
     def item(self) -> Any:
         """The value of a one-element Tensor as a Python number."""
@@ -230,7 +231,7 @@ class Tensor(MathMixin, MovementMixin, ReduceMixin, CreationMixin, MathOpsMixin,
     def __hash__(self) -> int:
         return id(self)
 
-    def __iter__(self):  # type: ignore[no-untyped-def]
+    def __iter__(self) -> Iterator[Tensor]:
         if not self.shape:
             raise ArgumentTypeError("iteration over a 0-d Tensor")
         return (self[i] for i in range(self.shape[0]))

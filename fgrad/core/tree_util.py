@@ -8,7 +8,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import functools
-from typing import Any, Callable, Hashable, Iterable, NamedTuple
+from typing import Any, Callable, Hashable, Iterable, Iterator, NamedTuple, cast
 
 __all__ = [
     "PyTreeDef",
@@ -251,10 +251,14 @@ def _is_namedtuple_type(nodetype: type) -> bool:
     return issubclass(nodetype, tuple) and hasattr(nodetype, "_fields")
 
 
+def _namedtuple_fields(nodetype: type) -> tuple[str, ...]:
+    return cast(tuple[str, ...], cast(Any, nodetype)._fields)
+
+
 @functools.lru_cache(maxsize=512)
 def _namedtuple_handler(cls: type) -> _NodeHandler:
     def flatten_with_keys(x: Any) -> tuple[list[tuple[Any, Any]], None]:
-        return [(GetAttrKey(f), v) for f, v in zip(cls._fields, x)], None
+        return [(GetAttrKey(f), v) for f, v in zip(_namedtuple_fields(cls), x)], None
 
     return _NodeHandler(lambda x: (x, None), lambda _, c: cls(*c), flatten_with_keys)
 
@@ -286,6 +290,12 @@ class PyTreeDef:
     """Immutable, hashable description of a pytree's structure; leaves print as ``*``."""
 
     __slots__ = ("_node_type", "_node_data", "_children", "_num_leaves", "_num_nodes", "_hash")
+    _node_type: type | None
+    _node_data: Any
+    _children: tuple[PyTreeDef, ...]
+    _num_leaves: int
+    _num_nodes: int
+    _hash: int | None
 
     def __init__(self, node_type: type | None, node_data: Any, children: tuple) -> None:
         init = object.__setattr__
@@ -341,11 +351,13 @@ class PyTreeDef:
             )
         return self._build(iter(leaves))
 
-    def _build(self, leaves: Iterable[Any]) -> Any:
+    def _build(self, leaves: Iterator[Any]) -> Any:
         if self._node_type is None:
             return next(leaves)
         children = tuple(child._build(leaves) for child in self._children)
-        return _get_handler(self._node_type).unflatten(self._node_data, children)
+        handler = _get_handler(self._node_type)
+        assert handler is not None, "a PyTreeDef node always has a registered handler"
+        return handler.unflatten(self._node_data, children)
 
     def flatten_up_to(self, tree: Any) -> list[Any]:
         """Flatten ``tree`` only as deep as this structure; each leaf here yields a subtree."""
@@ -394,6 +406,7 @@ class PyTreeDef:
         if self._hash is None:
             value = hash((self._node_type, self._node_data, self._children))
             object.__setattr__(self, "_hash", value)
+            return value
         return self._hash
 
     def __repr__(self) -> str:
@@ -428,7 +441,7 @@ def _format(treedef: PyTreeDef) -> str:
     if node_type in _FORMATTERS:
         return _FORMATTERS[node_type](treedef._node_data, kids)
     if node_type not in _REGISTRY and _is_namedtuple_type(node_type):
-        fields = ", ".join(f"{f}={s}" for f, s in zip(node_type._fields, kids))
+        fields = ", ".join(f"{f}={s}" for f, s in zip(_namedtuple_fields(node_type), kids))
         return f"{node_type.__name__}({fields})"
     return f"CustomNode({node_type.__name__}[{treedef._node_data!r}], [{', '.join(kids)}])"
 

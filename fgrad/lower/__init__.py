@@ -61,7 +61,7 @@ def _describe_opencl(jaxpr: Any) -> str:
 
 
 if importlib.util.find_spec("pyopencl") is not None:
-    _compile_opencl.describe = _describe_opencl  # type: ignore[attr-defined]
+    _compile_opencl.describe = _describe_opencl  # type: ignore[attr-defined]  # jit getattr()s it
     executables.COMPILERS["opencl"] = _compile_opencl
 
 __all__ = ["LLVMExecutable", "Schedule", "compile_llvm", "describe", "schedule"]

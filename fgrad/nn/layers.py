@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
 from fgrad import random
 from fgrad.core.dtypes import dtypes
@@ -205,6 +205,7 @@ class BatchNorm(Module):
             centered = x - mean.reshape(_channel_shape(x))
             var = (centered * centered).mean(axes)
         else:
+            assert self.running_mean is not None and self.running_var is not None
             mean, var = self.running_mean, self.running_var
         y = x.batchnorm(self.weight, self.bias, mean, (var + self.eps).rsqrt())
         if not (training and self.track_running_stats):
@@ -213,6 +214,7 @@ class BatchNorm(Module):
 
     def _updated(self, mean: Tensor, var: Tensor, n: int) -> BatchNorm:
         m = self.momentum
+        assert self.running_mean is not None and self.running_var is not None
         unbiased = var * (n / max(n - 1, 1))
         return self.replace(running_mean=self.running_mean * (1 - m) + mean * m,
                             running_var=self.running_var * (1 - m) + unbiased * m,
@@ -409,12 +411,12 @@ class Sequential(Module):
         self.layers = tuple(x if isinstance(x, Module) else Lambda(x) for x in layers)
 
     @property
-    def stateful(self) -> bool:  # type: ignore[override]
+    def stateful(self) -> bool:  # type: ignore[override]  # a property over a ClassVar
         """Whether some layer returns an updated module (so this one does too)."""
         return any(layer.stateful for layer in self.layers)
 
     @property
-    def needs_key(self) -> bool:  # type: ignore[override]
+    def needs_key(self) -> bool:  # type: ignore[override]  # a property over a ClassVar
         """Whether some layer draws random numbers when training."""
         return any(layer.needs_key for layer in self.layers)
 
@@ -440,8 +442,7 @@ class Sequential(Module):
                 kwargs["training"] = training
             if layer.needs_key:
                 kwargs["key"] = next(keys)
-            x = layer(x, **kwargs)
-            if layer.stateful:
-                x, layer = x
+            out = cast(Callable[..., Any], layer)(x, **kwargs)
+            x, layer = out if layer.stateful else (out, layer)
             new_layers.append(layer)
         return (x, self.replace(layers=tuple(new_layers))) if self.stateful else x

@@ -16,6 +16,8 @@ import typing
 from collections.abc import Callable
 from typing import Any, ClassVar
 
+from typing_extensions import Self
+
 from fgrad.core import tree_util
 from fgrad.core.tensor import Tensor
 
@@ -86,7 +88,7 @@ def _flatten(module: Module) -> tuple[list[Any], tuple]:
     return [child for _, child in keyed], aux
 
 
-def _unflatten(cls: type, aux: tuple, children: tuple) -> Module:
+def _unflatten(cls: type[Module], aux: tuple, children: tuple) -> Module:
     """Rebuild a module without calling `__init__`."""
     module = object.__new__(cls)
     kids = iter(children)
@@ -132,7 +134,7 @@ def _generated_init(cls: type) -> Callable[..., None]:
         for name, value in list(bound.arguments.items())[1:]:
             setattr(self, name, value)
 
-    __init__.__signature__ = signature  # type: ignore[attr-defined]
+    __init__.__signature__ = signature  # type: ignore[attr-defined]  # read by inspect
     __init__.__qualname__ = f"{cls.__qualname__}.__init__"
     return __init__
 
@@ -170,6 +172,7 @@ class Module:
     """
 
     __slots__ = ("__dict__", "__weakref__", "_fgrad_children")
+    _fgrad_children: tuple[str, ...]  # names of the pytree children; set when frozen
     # True for layers whose `__call__(x, *, training)` returns `(y, new_module)` (BatchNorm).
     stateful: ClassVar[bool] = False
     # True for layers whose `__call__` takes `training=` and a PRNG `key=` (Dropout).
@@ -180,9 +183,9 @@ class Module:
         own_fields = [n for n, a in vars(cls).get("__annotations__", {}).items()
                       if not _is_classvar(a)]
         if "__init__" not in vars(cls) and own_fields:
-            cls.__init__ = _generated_init(cls)  # type: ignore[misc]
+            setattr(cls, "__init__", _generated_init(cls))
         if "__init__" in vars(cls):
-            cls.__init__ = _freezing_init(vars(cls)["__init__"])  # type: ignore[misc]
+            setattr(cls, "__init__", _freezing_init(vars(cls)["__init__"]))
         tree_util.register_pytree_with_keys(
             cls, _flatten_with_keys, functools.partial(_unflatten, cls), _flatten)
 
@@ -198,7 +201,7 @@ class Module:
         raise FrozenModuleError(f"{type(self).__name__} is immutable: cannot delete field "
                                 f"{name!r}; use `module.replace(...)` to get an updated copy.")
 
-    def replace(self, **fields: Any) -> Module:
+    def replace(self, **fields: Any) -> Self:
         """A copy of this module with the given fields set to new values (no `__init__` run)."""
         unknown = sorted(fields.keys() - vars(self).keys())
         if unknown:
@@ -281,6 +284,10 @@ def _rebuild(node: Any, path: tuple[int, ...], new: dict[tuple, Callable[[Any], 
     return treedef.unflatten(kids)
 
 
+def _constant(value: Any) -> Callable[[Any], Any]:
+    return lambda _: value
+
+
 def tree_at(where: Callable[[Any], Any], tree: Any, replace: Any = _NO_DEFAULT,
             replace_fn: Callable[[Any], Any] | None = None, is_leaf: Any = None) -> Any:
     """A copy of `tree` with the node(s) chosen by `where` replaced (Equinox's `tree_at`).
@@ -292,6 +299,7 @@ def tree_at(where: Callable[[Any], Any], tree: Any, replace: Any = _NO_DEFAULT,
     if (replace is _NO_DEFAULT) == (replace_fn is None):
         raise TypeError("tree_at: pass exactly one of `replace=` or `replace_fn=`")
     paths, many = _selected_paths(where, tree, is_leaf)
+    new: dict[tuple, Callable[[Any], Any]]
     if replace_fn is not None:
         new = {p: replace_fn for p in paths}
     elif many:
@@ -299,7 +307,7 @@ def tree_at(where: Callable[[Any], Any], tree: Any, replace: Any = _NO_DEFAULT,
         if len(values) != len(paths):
             raise ValueError(f"tree_at: `where` selected {len(paths)} nodes but `replace` has "
                              f"{len(values)} values")
-        new = {p: (lambda _, v=v: v) for p, v in zip(paths, values)}
+        new = {p: _constant(v) for p, v in zip(paths, values)}
     else:
         new = {paths[0]: lambda _: replace}
     return _rebuild(tree, (), new)

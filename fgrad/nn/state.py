@@ -66,7 +66,7 @@ def _replace_attrs(obj: Any, kids: list[Any]) -> Any:
     return new
 
 
-def _map_named(obj: Any, prefix: str, fn: Callable[[str, Tensor], Any], tensor_type: type,
+def _map_named(obj: Any, prefix: str, fn: Callable[[str, Any], Any], tensor_type: type,
                active: frozenset = frozenset()) -> Any:
     """Rebuild `obj` with every `tensor_type` leaf replaced by `fn(dotted_name, leaf)`."""
     if isinstance(obj, tensor_type):
@@ -200,7 +200,7 @@ def safe_save(tensors: dict[str, Tensor], fn: str | os.PathLike,
             f.write(len(header).to_bytes(8, "little"))
             f.write(header)
             for _, arr in arrays:
-                f.write(memoryview(arr.reshape(-1).view(np.uint8)))
+                f.write(arr.reshape(-1).view(np.uint8).data)
         os.replace(tmp, fn)
     except BaseException:
         if os.path.exists(tmp):

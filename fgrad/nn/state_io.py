@@ -120,7 +120,7 @@ class ByteStream:
     """
 
     def __init__(self, data: np.ndarray):
-        self._mv = memoryview(data)
+        self._mv = data.data
         self._pos = 0
 
     def read(self, n: int = -1) -> bytes:

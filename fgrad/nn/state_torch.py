@@ -20,7 +20,7 @@ import pickle
 import pickletools
 import struct
 import zipfile
-from typing import Any, Callable
+from typing import IO, Any, Callable, cast
 
 import numpy as np
 
@@ -234,9 +234,10 @@ def _scan_pickle(blob: Blob, data: np.ndarray) -> int:
     """
     end = 0
     try:
-        for op, arg, pos in pickletools.genops(ByteStream(data)):
-            if "PUT" in op.name and not 0 <= int(arg) < len(data):
+        for op, arg, pos in pickletools.genops(cast(IO[bytes], ByteStream(data))):
+            if "PUT" in op.name and not (isinstance(arg, int) and 0 <= arg < len(data)):
                 raise ValueError(f"memo index {arg} at byte {pos} is out of range")
+            assert pos is not None, "a ByteStream has tell(), so genops reports positions"
             end = pos + 1
     except (ValueError, KeyError, EOFError, struct.error, UnicodeDecodeError) as err:
         raise blob.fail(f"corrupted pickle: {err}") from None

@@ -33,13 +33,13 @@ class EmptyState(NamedTuple):
 class ScaleByScheduleState(NamedTuple):
     """Step count (int32) fed to a schedule."""
 
-    count: Tensor
+    count: Tensor  # type: ignore[assignment]  # optax's name; shadows tuple.count
 
 
 class InjectHyperparamsState(NamedTuple):
     """State of `inject_hyperparams`: settable values, current schedule values, inner state."""
 
-    count: Tensor
+    count: Tensor  # type: ignore[assignment]  # optax's name; shadows tuple.count
     hyperparams: dict[str, Tensor]
     schedules: dict[str, Tensor]
     inner_state: Any

@@ -26,7 +26,7 @@ class TraceState(NamedTuple):
 class ScaleByAdamState(NamedTuple):
     """Step count and first / second moment estimates."""
 
-    count: Tensor
+    count: Tensor  # type: ignore[assignment]  # optax's name; shadows tuple.count
     mu: Any
     nu: Any
 

@@ -34,6 +34,7 @@ class BatchTracer(Tracer):
         return ShapedArray(tuple(shape), self.val.dtype)
 
     def _concrete(self, why: str) -> Any:
+        assert isinstance(self._trace, BatchTrace)
         raise ConcretizationError(
             f"{why} needs one concrete value, but under vmap this Tensor holds a batch of "
             f"{self._trace.axis_size} values. Use Tensor.where or fgrad.lax.cond (which "
@@ -57,6 +58,7 @@ class BatchTrace(Trace):
         pairs = [self.split(x) for x in args]
         vals = [v for v, _ in pairs]
         dims = [d for _, d in pairs]
+        assert self.parent is not None, "a BatchTrace is made under a current trace"
         with set_current_trace(self.parent):
             if all(d is None for d in dims):
                 out = prim.bind(*vals, **params)

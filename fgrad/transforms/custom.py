@@ -60,7 +60,8 @@ class custom_jvp:  # noqa: N801  (JAX's name)
 
     def __init__(self, fun: Callable[..., Any]):
         functools.update_wrapper(self, fun)
-        self.fun, self.jvp_rule = fun, None
+        self.fun = fun
+        self.jvp_rule: Callable[..., Any] | None = None
 
     def defjvp(self, rule: Callable[..., Any]) -> Callable[..., Any]:
         """Set `rule(primals, tangents) -> (primal_out, tangent_out)`."""
@@ -130,14 +131,16 @@ class custom_vjp:  # noqa: N801  (JAX's name)
 
     def __init__(self, fun: Callable[..., Any]):
         functools.update_wrapper(self, fun)
-        self.fun, self.fwd, self.bwd = fun, None, None
+        self.fun = fun
+        self.fwd: Callable[..., Any] | None = None
+        self.bwd: Callable[..., Any] | None = None
 
     def defvjp(self, fwd: Callable[..., Any], bwd: Callable[..., Any]) -> None:
         """`fwd(*args) -> (out, residuals)`; `bwd(residuals, ct) -> tuple of arg cotangents`."""
         self.fwd, self.bwd = fwd, bwd
 
     def __call__(self, *args: Any) -> Any:
-        if self.fwd is None:
+        if self.fwd is None or self.bwd is None:  # defvjp sets both
             raise AttributeError(f"custom_vjp {fn_name(self.fun)} has no rule: call defvjp")
         jaxpr, consts, leaves, in_tree, out_tree = _trace_fun(self.fun, args)
         fwd, bwd = self.fwd, self.bwd
@@ -162,7 +165,7 @@ class custom_vjp:  # noqa: N801  (JAX's name)
 
 
 def _ct_leaves(in_cts: tuple, args: tuple) -> list[Any]:
-    out = []
+    out: list[Any] = []
     for ct, arg in zip(in_cts, args, strict=True):
         arg_leaves = tree_util.tree_leaves(arg)
         if ct is None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 import weakref
-from typing import Any, Callable
+from typing import Any, Callable, Protocol, cast
 
 import numpy as np
 
@@ -22,6 +22,14 @@ COMPILERS: dict[str, Callable[[Jaxpr], Executable]] = {}
 BACKEND_LOADERS: list[Callable[[], None]] = []
 _cache: "weakref.WeakKeyDictionary[Jaxpr, dict[str, Executable]]" = weakref.WeakKeyDictionary()
 compile_seconds = [0.0]
+
+
+class DonatingExecutable(Protocol):
+    """An executable that can write outputs into donated input arrays (`call_donated`)."""
+
+    def __call__(self, *arrays: Any) -> list[np.ndarray]: ...
+    def call_donated(self, arrays: list[Any], reusable: list[bool]) -> list[np.ndarray]: ...
+    def exclusively_owned(self, arr: Any, holders: int) -> bool: ...
 
 
 def numpy_executable(jaxpr: Jaxpr) -> Executable:
@@ -94,7 +102,8 @@ def call_donating(jaxpr: Jaxpr, backend: str, tensors: list[Tensor], donated: li
     run_donated = getattr(exe, "call_donated", None)
     if run_donated is not None and any(donated):
         # the two known holders of each array: its Tensor and `arrays`
-        reusable = [d and exe.exclusively_owned(arrays[i], 2) for i, d in enumerate(donated)]
+        owner = cast(DonatingExecutable, exe)
+        reusable = [d and owner.exclusively_owned(arrays[i], 2) for i, d in enumerate(donated)]
         outs = run_donated(arrays, reusable) if any(reusable) else exe(*arrays)
     else:
         outs = exe(*arrays)

@@ -181,7 +181,9 @@ class JittedFunction(Generic[P, R]):
         if kwargs or not self._fast:
             return _MISS
         found = _fast_key(args, self._backend())
-        entry = self._fast.get(found[0]) if found is not None else None
+        if found is None:
+            return _MISS
+        entry = self._fast.get(found[0])
         if entry is None or not isinstance(current_trace(), EvalTrace):
             return _MISS
         run, out_tree, single = entry

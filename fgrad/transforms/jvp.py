@@ -48,6 +48,7 @@ class JVPTrace(Trace):
         pairs = [self.split(x) for x in args]
         primals = [p for p, _ in pairs]
         tangents = [t for _, t in pairs]
+        assert self.parent is not None, "a JVPTrace is made under a current trace"
         with set_current_trace(self.parent):
             if all(t is None for t in tangents):
                 out = prim.bind(*primals, **params)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence, cast
 
 from fgrad.core import dtypes as _dt
 from fgrad.core import prims as P
@@ -70,7 +70,8 @@ def windows(x: "Tensor", kernel: Sequence[int], stride: Sequence[int],
         start = tuple(o * d for o, d in zip(offset, dilation, strict=True))
         limit = tuple(s + (m - 1) * st + 1 if m else s
                       for s, m, st in zip(start, out, stride, strict=True))
-        tap = P.slice_(x, (0,) * len(lead) + start, lead + limit, (1,) * len(lead) + stride)
+        tap = P.slice_(x, (0,) * len(lead) + start, lead + limit,
+                       (1,) * len(lead) + tuple(stride))
         taps.append(P.reshape(tap, lead + (1,) + out))
     return P.concatenate(taps, len(lead))
 
@@ -123,15 +124,15 @@ def _check_conv(x: "Tensor", weight: "Tensor", bias: "Tensor | None", groups: in
                             f"out_channels, got {fmt_shape(bias.shape)}")
 
 
-def _cast_operands(*xs: "Tensor | None", dtype: Any) -> list["Tensor | None"]:
-    present = [x for x in xs if x is not None]
+def _cast_operands(x: "Tensor", weight: "Tensor", bias: "Tensor | None",
+                   dtype: Any) -> tuple["Tensor", "Tensor", "Tensor | None"]:
     if dtype is None:
-        common = present[0].dtype
-        for x in present[1:]:
-            common = _dt.promote(common, x.dtype)
+        common = _dt.promote(x.dtype, weight.dtype)
+        if bias is not None:
+            common = _dt.promote(common, bias.dtype)
     else:
         common = _dt.to_dtype(dtype)
-    return [None if x is None else x.cast(common) for x in xs]
+    return x.cast(common), weight.cast(common), None if bias is None else bias.cast(common)
 
 
 def _add_bias(out: "Tensor", bias: "Tensor | None") -> "Tensor":
@@ -171,7 +172,7 @@ class ConvOpsMixin:
         operands first (else they are promoted to a common dtype).
         """
         squeeze = self.ndim == weight.ndim - 1
-        x = self.reshape((1,) + self.shape) if squeeze else self
+        x = self.reshape((1,) + self.shape) if squeeze else cast("Tensor", self)
         _check_conv(x, weight, bias, groups)
         x, weight, bias = _cast_operands(x, weight, bias, dtype=dtype)
         n = weight.ndim - 2
@@ -190,7 +191,7 @@ class ConvOpsMixin:
         Spatial size: (S - 1) * stride - pad_lo - pad_hi + dilation * (K - 1) +
         output_padding + 1. Padding forms as in conv2d (no strings).
         """
-        x, n = self, weight.ndim - 2
+        x, n = cast("Tensor", self), weight.ndim - 2
         squeeze = x.ndim == n + 1
         x = x.reshape((1,) + x.shape) if squeeze else x
         _check_transpose(x, weight, groups)

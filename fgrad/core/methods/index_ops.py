@@ -7,7 +7,7 @@ pass `size=` (or `num_classes=`) to get a fixed-size result.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -212,7 +212,7 @@ class IndexOpsMixin:
         from fgrad.core.methods.tensor_math import broadcast_shapes, broadcast_to
         mask = _bool_mask("masked_select", mask)
         shape = broadcast_shapes("masked_select", self.shape, mask.shape)
-        flat = broadcast_to(self, shape).reshape(-1)
+        flat = broadcast_to(cast(Tensor, self), shape).reshape(-1)
         flat_mask = broadcast_to(mask, shape).reshape(-1)
         k = _result_size("masked_select", mask, shape, size)
         positions, valid = _selected_positions(flat_mask, k)
@@ -228,7 +228,7 @@ class IndexOpsMixin:
         fill_value = int(fill_value)
         if self.ndim == 0 or self.numel() == 0:
             return P.zeros((k, self.ndim), dtypes.int32) + fill_value
-        positions, valid = _selected_positions((self != 0).reshape(-1), k)
+        positions, valid = _selected_positions((cast("Tensor", self) != 0).reshape(-1), k)
         coords = []
         for axis in range(self.ndim):
             stride = int(np.prod(self.shape[axis + 1:]))
@@ -262,7 +262,7 @@ class IndexOpsMixin:
     def sort(self, dim: int = -1, descending: bool = False) -> tuple["Tensor", "Tensor"]:
         """(values, indices): a stable sort along `dim`; NaN counts as the largest value."""
         if self.ndim == 0:
-            return self, P.zeros((), dtypes.int32)  # type: ignore[return-value]
+            return cast("Tensor", self), P.zeros((), dtypes.int32)
         d = self._axis(dim)
         perm = tuple(i for i in range(self.ndim) if i != d) + (d,)
         values, indices = P.sort(P.transpose(self, perm), descending)

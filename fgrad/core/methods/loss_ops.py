@@ -7,7 +7,7 @@ weight. reduction is 'mean', 'sum' or 'none'.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from fgrad.core import prims as P
 from fgrad.core.dtypes import dtypes
@@ -71,8 +71,8 @@ class LossOpsMixin:
 
     def binary_crossentropy(self, Y: Any, reduction: str = "mean") -> "Tensor":
         """-(Y log p + (1 - Y) log(1 - p)) with self = p; logs are clamped at -100 (PyTorch)."""
-        log_p = _float(self).log().maximum(-100.0)
-        log_q = (1 - _float(self)).log().maximum(-100.0)
+        log_p = _float(cast("Tensor", self)).log().maximum(-100.0)
+        log_q = (1 - _float(cast("Tensor", self))).log().maximum(-100.0)
         return reduce_loss(-(Y * log_p + (1 - Y) * log_q), reduction, "binary_crossentropy")
 
     def binary_crossentropy_logits(self, Y: Any, reduction: str = "mean",
@@ -81,7 +81,7 @@ class LossOpsMixin:
 
         pos_weight multiplies the positive term, broadcast along the last axis (PyTorch).
         """
-        x = _float(self)
+        x = _float(cast("Tensor", self))
         weight = 1 if pos_weight is None else 1 + (pos_weight - 1) * Y
         loss = (1 - Y) * x + weight * (-x).softplus()
         return reduce_loss(loss, reduction, "binary_crossentropy_logits")
@@ -101,7 +101,7 @@ class LossOpsMixin:
         if tuple(Y.shape) != tuple(self.shape[:-1]):
             raise ArgumentError(f"{op}: labels {fmt_shape(Y.shape)} must have the logits' shape "
                                 f"{fmt_shape(self.shape)} without the last (class) axis")
-        logp = _float(self).log_softmax(-1)
+        logp = _float(cast("Tensor", self)).log_softmax(-1)
         keep = Y != ignore_index
         picked = pick(logp, keep.where(Y, 0), logp.ndim - 1)
         nll = -((1 - label_smoothing) * picked + label_smoothing * logp.mean(-1))
@@ -120,7 +120,7 @@ class LossOpsMixin:
         Y = _tensor(Y)
         axis = 0 if self.ndim == 1 else 1
         classes = self.shape[axis]
-        logp = _float(self).log_softmax(axis)
+        logp = _float(cast("Tensor", self)).log_softmax(axis)
         if Y.dtype.is_int:
             want = self.shape[:axis] + self.shape[axis + 1:]
             if tuple(Y.shape) != tuple(want):
@@ -150,7 +150,7 @@ class LossOpsMixin:
         if tuple(Y.shape) != tuple(want):
             raise ArgumentError(f"{op}: targets must have shape {fmt_shape(want)} for input "
                                 f"{fmt_shape(self.shape)}, got {fmt_shape(Y.shape)}")
-        x = _float(self)
+        x = _float(cast("Tensor", self))
         keep = Y.ones_like(dtypes.bool) if ignore_index is None else Y != ignore_index
         labels = keep.where(Y, 0)
         if weight is None:

@@ -9,7 +9,7 @@ inputs compute in float32 and cast the result back.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence, cast
 
 from fgrad.core import prims as P
 from fgrad.core.dtypes import DType, dtypes
@@ -96,8 +96,9 @@ class MathOpsMixin:
     # ------------------------------------------------------------------ piecewise linear
     def hardtanh(self, min_val: float = -1, max_val: float = 1) -> "Tensor":
         """Clamp to [min_val, max_val]; the derivative is 0 at and beyond the bounds."""
-        low = (self <= min_val).where(min_val, self)
-        return (self >= max_val).where(max_val, low)
+        x = cast("Tensor", self)
+        low = (x <= min_val).where(min_val, x)
+        return (x >= max_val).where(max_val, low)
 
     def relu6(self) -> "Tensor":
         """min(max(x, 0), 6)."""
@@ -105,7 +106,8 @@ class MathOpsMixin:
 
     def leaky_relu(self, neg_slope: float = 0.01) -> "Tensor":
         """x for x > 0, else neg_slope * x."""
-        return (self > 0).where(self, self * neg_slope)
+        x = cast("Tensor", self)
+        return (x > 0).where(x, x * neg_slope)
 
     def hardsigmoid(self, alpha: float = 1 / 6, beta: float = 0.5) -> "Tensor":
         """max(0, min(1, alpha * x + beta)); PyTorch's hardsigmoid with the defaults."""
@@ -119,7 +121,7 @@ class MathOpsMixin:
         """Clamp to [min_, max_] (either may be None; Tensors broadcast); NaN stays NaN."""
         if min_ is None and max_ is None:
             raise ArgumentError("clip: at least one of min_ and max_ must be given")
-        out = self
+        out = cast("Tensor", self)
         if min_ is not None:
             out = (out < min_).where(min_, out)
         if max_ is not None:
@@ -190,7 +192,8 @@ class MathOpsMixin:
 
     def quick_gelu(self) -> "Tensor":
         """x * sigmoid(1.702 * x)."""
-        return self * (self * 1.702).sigmoid()
+        x = cast("Tensor", self)
+        return x * (x * 1.702).sigmoid()
 
     # ------------------------------------------------------------------ hyperbolic
     def sinh(self) -> "Tensor":
@@ -263,7 +266,7 @@ class MathOpsMixin:
     def var(self, axis: Axis = None, keepdim: bool = False, correction: int = 1) -> "Tensor":
         """Variance over `axis`: the sum of squared deviations over n - correction (Bessel's
         correction 1 by default); inf or NaN, with NaN gradients, when that is <= 0."""
-        x, out_dtype = _widened(self)
+        x, out_dtype = _widened(cast("Tensor", self))
         axes = _axes(x, axis)
         squares = (x - x.mean(axes, keepdim=True)).square()
         dof = _count(x.shape, axes) - correction
@@ -273,7 +276,7 @@ class MathOpsMixin:
 
     def std(self, axis: Axis = None, keepdim: bool = False, correction: int = 1) -> "Tensor":
         """Standard deviation over `axis` (the square root of var)."""
-        x, out_dtype = _widened(self)
+        x, out_dtype = _widened(cast("Tensor", self))
         return x.var(axis, keepdim, correction).sqrt().cast(out_dtype)
 
     def var_mean(self, axis: Axis = None, keepdim: bool = False,
@@ -288,7 +291,7 @@ class MathOpsMixin:
 
     # ------------------------------------------------------------------ softmax family
     def _softmax_parts(self, axis: int, dtype: Any) -> tuple["Tensor", "Tensor", DType]:
-        x, out_dtype = _widened(self if dtype is None else self.cast(dtype))
+        x, out_dtype = _widened(cast("Tensor", self) if dtype is None else self.cast(dtype))
         axes = (x._axis(axis),) if x.ndim else ()
         shifted = x - _shift(x, axes)
         return shifted, shifted.exp().sum(axes, keepdim=True), out_dtype
@@ -305,7 +308,7 @@ class MathOpsMixin:
 
     def logsumexp(self, axis: Axis = None, keepdim: bool = False) -> "Tensor":
         """log(sum(exp(x))) over `axis`, computed from x - max(x)."""
-        x, out_dtype = _widened(self)
+        x, out_dtype = _widened(cast("Tensor", self))
         axes = _axes(x, axis)
         m = _shift(x, axes)
         out = (x - m).exp().sum(axes, keepdim=True).log() + m
@@ -315,7 +318,7 @@ class MathOpsMixin:
 
     def logcumsumexp(self, axis: int = 0) -> "Tensor":
         """log(cumsum(exp(x))) along `axis`, by log2(n) pairwise log-add-exp doubling steps."""
-        x, out_dtype = _widened(self)
+        x, out_dtype = _widened(cast("Tensor", self))
         if x.ndim == 0:
             return x.cast(out_dtype)
         a, step = x._axis(axis), 1
@@ -343,7 +346,7 @@ class MathOpsMixin:
         from fgrad.core.tensor import Tensor
         a = self._axis(axis)  # 0-d: only 0 and -1 are valid
         if self.ndim == 0:
-            return self, Tensor.zeros((), dtype=dtypes.int32)
+            return cast(Tensor, self), Tensor.zeros((), dtype=dtypes.int32)
         values = P.cumulative(self, a, False, kind)
         hit = self == values
         if self.dtype.is_float:
@@ -368,7 +371,7 @@ class MathOpsMixin:
         if self.ndim not in (1, 2) or num_samples < 1:
             raise ArgumentError(f"multinomial: weights must be 1-d or 2-d and num_samples >= 1, "
                                 f"got shape {self.shape} and num_samples={num_samples}")
-        w = self.reshape(1, -1) if self.ndim == 1 else self
+        w = self.reshape(1, -1) if self.ndim == 1 else cast("Tensor", self)
         w = w.cast(dtypes.float32) if not w.dtype.is_float else w
         rows, n = w.shape
         if not replacement and num_samples > n:

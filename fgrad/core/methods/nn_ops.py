@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence, cast
 
 from fgrad.core import prims as P
 from fgrad.core.dtypes import dtypes
@@ -73,7 +73,7 @@ class NNOpsMixin(ConvOpsMixin, PoolOpsMixin, LossOpsMixin):
 
     def sequential(self, ll: Sequence[Callable[["Tensor"], "Tensor"]]) -> "Tensor":
         """Apply the callables in `ll` in order, each to the previous result."""
-        return functools.reduce(lambda x, f: f(x), ll, self)
+        return functools.reduce(lambda x, f: f(x), ll, cast("Tensor", self))
 
     def layernorm(self, axis: int | Sequence[int] = -1, eps: float = 1e-5) -> "Tensor":
         """Normalize to zero mean and unit (biased) variance over `axis`, no affine."""
@@ -88,7 +88,7 @@ class NNOpsMixin(ConvOpsMixin, PoolOpsMixin, LossOpsMixin):
         mean, weight, bias and invstd have the shape of self's `axis` dims; an invstd of
         another rank is broadcast as is.
         """
-        axes = _axes(self, axis)
+        axes = _axes(cast("Tensor", self), axis)
         shape = tuple(d if i in axes else 1 for i, d in enumerate(self.shape))
         out = self - mean.reshape(shape)
         if weight is not None:
@@ -104,13 +104,14 @@ class NNOpsMixin(ConvOpsMixin, PoolOpsMixin, LossOpsMixin):
         """
         if not 0 <= p <= 1:
             raise ArgumentError(f"dropout: p={p} is out of range [0, 1]")
+        x = cast("Tensor", self)
         if key is None or p == 0:
-            return self
+            return x
         if p == 1:
-            return self.zeros_like()
+            return x.zeros_like()
         from fgrad.core import random
-        keep = random.bernoulli(key, 1.0 - p, self.shape)
-        return keep.where(self * (1.0 / (1.0 - p)), 0)
+        keep = random.bernoulli(key, 1.0 - p, x.shape)
+        return keep.where(x * (1.0 / (1.0 - p)), 0)
 
     def scaled_dot_product_attention(self, key: "Tensor", value: "Tensor",
                                      attn_mask: "Tensor | None" = None, dropout_p: float = 0.0,

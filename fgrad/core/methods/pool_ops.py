@@ -8,7 +8,7 @@ rule); that extra padding never counts toward an average.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any, NamedTuple, Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple, Sequence, cast
 
 import numpy as np
 
@@ -112,9 +112,9 @@ class PoolOpsMixin:
         (left, right, top, bottom, ...) form. count_include_pad=False averages only over
         input elements. Integer inputs give float32.
         """
-        op = "avg_pool2d"
-        geo = pool_geometry(self, kernel_size, stride, dilation, padding, ceil_mode, op)
-        x = self if self.dtype.is_float else self.cast(dtypes.default_float)
+        op, x = "avg_pool2d", cast("Tensor", self)
+        geo = pool_geometry(x, kernel_size, stride, dilation, padding, ceil_mode, op)
+        x = x if x.dtype.is_float else x.cast(dtypes.default_float)
         n = len(geo.kernel)
         taps = windows(pad_spatial(x, geo.total_pads), geo.kernel, geo.stride, geo.dilation, op)
         total = taps.sum(x.ndim - n)
@@ -130,10 +130,10 @@ class PoolOpsMixin:
         With return_indices=True also returns, per window, the flat index (int32) of its
         first maximum within the input's spatial plane, as PyTorch does.
         """
-        op = "max_pool2d"
-        geo = pool_geometry(self, kernel_size, stride, dilation, padding, ceil_mode, op)
+        op, x = "max_pool2d", cast("Tensor", self)
+        geo = pool_geometry(x, kernel_size, stride, dilation, padding, ceil_mode, op)
         n = len(geo.kernel)
-        padded = pad_spatial(self, geo.total_pads, _lowest(self.dtype))
+        padded = pad_spatial(x, geo.total_pads, _lowest(x.dtype))
         taps = windows(padded, geo.kernel, geo.stride, geo.dilation, op)
         axis = self.ndim - n
         values = taps.max(axis)

@@ -6,6 +6,7 @@ Constant fills are a broadcast 0-d value (free eagerly, a literal under tracing)
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING, Any, Sequence
 import os
 from typing import TYPE_CHECKING, Any
 
@@ -20,7 +21,7 @@ if TYPE_CHECKING:
     from fgrad.core.tensor import Tensor
 
 
-def _shape(shape: tuple[Any, ...]) -> tuple[int, ...]:
+def _shape(shape: Sequence[Any]) -> tuple[int, ...]:
     if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
         shape = tuple(shape[0])
     out = tuple(int(d) for d in shape)

@@ -1,8 +1,9 @@
 """Tensor arithmetic: Python operators, dtype promotion, broadcasting, elementwise math."""
 from __future__ import annotations
 
+import builtins
 import math
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, cast
 
 from fgrad.core import dtypes as _dt
 from fgrad.core import prims as P
@@ -186,10 +187,10 @@ class MathMixin:
     def __ge__(self, other: Any) -> "Tensor":
         return self._compare(other, P.ge_p, "ge")
 
-    def __eq__(self, other: Any) -> "Tensor":  # type: ignore[override]
+    def __eq__(self, other: Any) -> "Tensor":  # type: ignore[override]  # elementwise, as NumPy
         return self.eq(other)
 
-    def __ne__(self, other: Any) -> "Tensor":  # type: ignore[override]
+    def __ne__(self, other: Any) -> "Tensor":  # type: ignore[override]  # elementwise, as NumPy
         return self.ne(other)
 
     def _bitwise(self, other: Any, prim: Any, op: str, reverse: bool = False) -> "Tensor":
@@ -275,7 +276,7 @@ class MathMixin:
         return self._bitwise(o, P.shift_right_p, "rshift", True)
     def __invert__(self) -> "Tensor": return self.bitwise_not()
     def __neg__(self) -> "Tensor": return self.neg()
-    def __pos__(self) -> "Tensor": return self  # type: ignore[return-value]
+    def __pos__(self) -> "Tensor": return cast("Tensor", self)
     def __abs__(self) -> "Tensor": return self.abs()
 
     # ------------------------------------------------------------------ unary math
@@ -285,15 +286,15 @@ class MathMixin:
 
     def abs(self) -> "Tensor":
         """Elementwise absolute value."""
-        return self if self.dtype.is_unsigned or self.dtype == dtypes.bool \
+        return cast("Tensor", self) if self.dtype.is_unsigned or self.dtype == dtypes.bool \
             else P.abs_p.bind(self)
 
     def sign(self) -> "Tensor":
         """-1, 0 or 1 by the sign of each element."""
-        return P.sign_p.bind(self) if self.dtype != dtypes.bool else self
+        return P.sign_p.bind(self) if self.dtype != dtypes.bool else cast("Tensor", self)
 
     def _float_unary(self, prim: Any) -> "Tensor":
-        return prim.bind(_float_input(self))
+        return prim.bind(_float_input(cast("Tensor", self)))
 
     def exp(self) -> "Tensor":
         """e ** x."""
@@ -305,7 +306,7 @@ class MathMixin:
 
     def exp2(self) -> "Tensor":
         """2 ** x."""
-        return (_float_input(self) * math.log(2)).exp()
+        return (_float_input(cast("Tensor", self)) * math.log(2)).exp()
 
     def log2(self) -> "Tensor":
         """Base-2 logarithm."""
@@ -345,7 +346,7 @@ class MathMixin:
 
     def reciprocal(self) -> "Tensor":
         """1 / x."""
-        return 1.0 / _float_input(self)
+        return 1.0 / _float_input(cast("Tensor", self))
 
     def square(self) -> "Tensor":
         """x * x."""
@@ -356,7 +357,7 @@ class MathMixin:
         return (self > 0).where(self, 0)
 
     def _rounding(self, prim: Any) -> "Tensor":
-        return self if not self.dtype.is_float else prim.bind(self)
+        return cast("Tensor", self) if not self.dtype.is_float else prim.bind(self)
 
     def floor(self) -> "Tensor":
         """Round down."""
@@ -373,7 +374,7 @@ class MathMixin:
     def trunc(self) -> "Tensor":
         """Round toward zero."""
         if not self.dtype.is_float:
-            return self  # type: ignore[return-value]
+            return cast("Tensor", self)
         return P.select(self < 0, self.ceil(), self.floor())
 
     def isnan(self) -> "Tensor":
@@ -424,7 +425,7 @@ class MathMixin:
         """Cast to bool."""
         return self.cast(dtypes.bool)
 
-    def matmul(self, x: Any, reverse: bool = False, dtype: Any = None) -> "Tensor":
+    def matmul(self, x: Any, reverse: builtins.bool = False, dtype: Any = None) -> "Tensor":
         """Matrix product with NumPy's rules for 1-d operands and batch broadcasting; with
         `dtype`, both operands are cast to it first (the product's dtype)."""
         from fgrad.core.linalg_core import matmul

@@ -1,7 +1,7 @@
 """Tensor movement: reshape/permute/expand/pad/flip, NumPy-style indexing, and `x.at[...]`."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence, cast
 
 import numpy as np
 
@@ -49,7 +49,7 @@ class MovementMixin:
         shape = _shape_args(shape)
         lead = len(shape) - self.ndim
         full = tuple(self.shape[i - lead] if s == -1 else int(s) for i, s in enumerate(shape))
-        return broadcast_to(self, full)  # type: ignore[arg-type]
+        return broadcast_to(cast("Tensor", self), full)
 
     def permute(self, *order: Any) -> "Tensor":
         """Reorder the axes."""
@@ -87,7 +87,7 @@ class MovementMixin:
             return self.reshape(tuple(d for d in self.shape if d != 1))
         d = self._axis(dim)  # 0-d: only 0 and -1 are valid
         if self.ndim == 0 or self.shape[d] != 1:
-            return self  # type: ignore[return-value]
+            return cast("Tensor", self)
         return self.reshape(self.shape[:d] + self.shape[d + 1:])
 
     def unsqueeze(self, dim: int) -> "Tensor":
@@ -114,7 +114,7 @@ class MovementMixin:
     # ------------------------------------------------------------------ indexing
     def __getitem__(self, index: Any) -> "Tensor":
         from fgrad.core.indexing import getitem
-        return getitem(self, index)  # type: ignore[arg-type]
+        return getitem(self, index)
 
     def __setitem__(self, index: Any, value: Any) -> None:
         raise ArgumentTypeError("fgrad Tensors are immutable; use x = x.at[index].set(value)")

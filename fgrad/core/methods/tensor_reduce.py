@@ -1,7 +1,7 @@
 """Tensor reductions: sum, prod, max, min, mean, any, all, argmax, argmin."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence, cast
 
 from fgrad.core import dtypes as _dt
 from fgrad.core import prims as P
@@ -75,7 +75,7 @@ class ReduceMixin:
 
     def mean(self, axis: Axis = None, keepdim: bool = False) -> "Tensor":
         """Arithmetic mean over `axis` (ints give float32)."""
-        x = self if self.dtype.is_float else self.cast(dtypes.default_float)
+        x = cast("Tensor", self) if self.dtype.is_float else self.cast(dtypes.default_float)
         axes = _axes(x, axis)
         count = 1
         for a in axes:

@@ -50,7 +50,8 @@ def _per_matrix(fn: Callable[..., tuple], *arrays: np.ndarray) -> tuple[np.ndarr
             outs = tuple(np.empty(batch + np.shape(r), np.asarray(r).dtype) for r in res)
         for out, r in zip(outs, res, strict=True):
             out[index] = r
-    return outs  # type: ignore[return-value]
+    assert outs is not None, "callers handle empty batches before this"
+    return outs
 
 
 def _unary_batch(prim: Primitive) -> Callable[..., Any]:

@@ -42,6 +42,8 @@ def iota(dtype: DType, shape: Sequence[int], dimension: int = 0) -> Any:
 
 dot_general_p = Primitive("dot_general", linear=True)
 DimNums = tuple[tuple[tuple[int, ...], tuple[int, ...]], tuple[tuple[int, ...], tuple[int, ...]]]
+# What `dot_general` accepts: any int sequences, normalised to DimNums.
+DimNumsLike = tuple[tuple[Sequence[int], Sequence[int]], tuple[Sequence[int], Sequence[int]]]
 
 
 def _free(ndim: int, *used: tuple[int, ...]) -> tuple[int, ...]:
@@ -77,7 +79,7 @@ def _dot_impl(x: np.ndarray, y: np.ndarray, *, dimension_numbers: DimNums) -> np
     return out.reshape(shape)
 
 
-def dot_general(x: Any, y: Any, dimension_numbers: DimNums) -> Any:
+def dot_general(x: Any, y: Any, dimension_numbers: DimNumsLike) -> Any:
     """Contract `x` and `y` over the given axes with shared batch axes (output: batch, x free,
     y free)."""
     (xc, yc), (xb, yb) = dimension_numbers

@@ -25,7 +25,9 @@ import numpy as np
 
 from fgrad.core.dtypes import dtypes
 from fgrad.core.ir import Atom, Var
-from fgrad.lower.kernel.index import Div, Ix, Mod, Sym, dyn_atoms, ix_const, linearize, used_syms
+from fgrad.lower.kernel.index import (
+    Div, Dyn, Ix, Mod, Sym, dyn_atoms, ix_const, linearize, used_syms,
+)
 from fgrad.lower.kernel.build import (
     RULES,
     Index,
@@ -123,6 +125,7 @@ def _ix_value(ix: Ix, env: dict[Sym, int]) -> int:
         if isinstance(atom, Sym):
             total += coeff * env[atom]
             continue
+        assert not isinstance(atom, Dyn), "callers rule out run-time indices (dyn_atoms)"
         x = _ix_value(atom.arg, env)
         v = x // atom.d if isinstance(atom, Div) else x % atom.d if isinstance(atom, Mod) \
             else min(max(x, 0), atom.hi)
@@ -143,7 +146,7 @@ def _acc_value(j: int, var: Var) -> Expr:
 
 def _row_stores(vals: _RowValues, phase: int) -> list[Stmt]:
     """Per-row (non-reduction) outputs of `phase`, stored at the current row."""
-    step, out = vals.step, []
+    step, out = vals.step, list[Stmt]()
     for j, (v, r, p) in enumerate(zip(step.outputs, step.reduced, step.phases, strict=True)):
         if p == phase and not r and id(v) in vals.maps:
             idx = tuple(ix_const(0) if a < 0 else vals.at[a] for a in vals.maps[id(v)])
@@ -153,7 +156,7 @@ def _row_stores(vals: _RowValues, phase: int) -> list[Stmt]:
 
 def _loop_body(vals: _RowValues, phase: int) -> list[Stmt]:
     """Inside the phase's loop at point `vals.at`: pointwise stores, reduction updates."""
-    step, idx, out = vals.step, vals.at, []
+    step, idx, out = vals.step, vals.at, list[Stmt]()
     kept = linearize(tuple(idx[a] for a in _kept(step)), _kept_shape(step))
     for j, (v, r, p) in enumerate(zip(step.outputs, step.reduced, step.phases, strict=True)):
         if p != phase or not (r or id(v) in vals.pointwise):

@@ -14,6 +14,7 @@ Both the llvm and the opencl runtimes execute a Program; only rendering differs.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import cast
 
 from fgrad.core.ir import Eqn, Jaxpr, Var
 from fgrad.lower.schedule.expand import expand
@@ -98,7 +99,9 @@ def plan(jaxpr: Jaxpr, half_native: bool = True, native_linalg: bool = True) -> 
     jaxpr = expand(jaxpr)
     sched = schedule(jaxpr, half_native, native_linalg)
     names = sched.names
-    kernels, kernel_params, actions = [], {}, []
+    kernels: list[Kernel] = []
+    kernel_params: dict[int, list[Var]] = {}
+    actions: list[Segment | HostStep] = []
     library_calls: dict[str, Eqn] = {}
     segment: Segment | None = None
     for n, step in enumerate(sched.steps):
@@ -107,7 +110,8 @@ def plan(jaxpr: Jaxpr, half_native: bool = True, native_linalg: bool = True) -> 
             segment = None
             continue
         if isinstance(step, (GemmStep, LinalgStep)):
-            name, params = step.name, [*step.outputs, *step.eqn.inputs]
+            # operands are variables: gemm_reason rules out literals, linalg reads matrices
+            name, params = step.name, [*step.outputs, *(cast(Var, a) for a in step.eqn.inputs)]
             library_calls[name] = step.eqn
         else:
             kernel, params = build_kernel(sched, step, names)

@@ -143,7 +143,10 @@ def _svd(g: LapackBuilder) -> None:
     k = min(m, n)
     if k == 0:
         if full:  # NumPy's convention for an empty matrix
-            g.per_batch(lambda u, s, vh, x: (g.identity(u, m), g.identity(vh, n)))
+            def identities(u: ir.Value, s: ir.Value, vh: ir.Value, x: ir.Value) -> None:
+                g.identity(u, m)
+                g.identity(vh, n)
+            g.per_batch(identities)
         return
     u_cols, v_rows = (m, n) if full else (k, k)
     lwork = int(lapack.dgesdd_lwork(m, n, compute_uv=1, full_matrices=int(full))[0])

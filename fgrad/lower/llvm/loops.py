@@ -21,15 +21,18 @@ from __future__ import annotations
 import ctypes
 import weakref
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 from llvmlite import ir
 
-from fgrad.core.ir import Eqn, Jaxpr, Var
+from fgrad.core.ir import Atom, Eqn, Jaxpr, Var
 from fgrad.core.prims.elementwise import convert_p
 from fgrad.lower.llvm.buffer_pool import POOL
 from fgrad.lower.kernel.program import Segment
+
+if TYPE_CHECKING:
+    from fgrad.lower.llvm.runtime import LLVMExecutable
 
 I8P = ir.IntType(8).as_pointer()
 I64 = ir.IntType(64)
@@ -58,7 +61,7 @@ def outputs_written(jaxpr: Jaxpr) -> Jaxpr:
     if jaxpr in _WRITTEN:
         return _WRITTEN[jaxpr]
     produced = {id(v) for e in jaxpr.eqns for v in e.outvars}
-    eqns, outs, seen = list(jaxpr.eqns), [], set()
+    eqns, outs, seen = list(jaxpr.eqns), list[Atom](), set()
     for a in jaxpr.outvars:
         if isinstance(a, Var) and id(a) in produced and id(a) not in seen:
             seen.add(id(a))
@@ -77,7 +80,7 @@ def _sub(jaxpr: Jaxpr) -> _Sub | None:
     """The compiled sub-program of `jaxpr` if it is one serial segment writing its outputs
     (`jaxpr` must come from `outputs_written`)."""
     from fgrad.transforms.executables import executable_for
-    exe = executable_for(jaxpr, "llvm")
+    exe = cast("LLVMExecutable", executable_for(jaxpr, "llvm"))
     program = exe.program
     if len(program.actions) != 1 or not isinstance(program.actions[0], Segment):
         return None
@@ -136,7 +139,7 @@ class _Driver:
             self.b.call(copy, [dst, src, ir.Constant(I64, nbytes), ir.Constant(ir.IntType(1), 0)])
 
 
-def _nbytes(v: Var) -> int:
+def _nbytes(v: Atom) -> int:
     return v.aval.size * v.aval.dtype.itemsize
 
 
@@ -199,7 +202,7 @@ def _sub_fixed(d: _Driver, sub: _Sub, tab: ir.Value, first_block: int,
             d.put(tab, s, d.slot(fixed[id(v)]))
 
 
-def _slots_of(sub: _Sub, var: Var) -> list[int]:
+def _slots_of(sub: _Sub, var: Atom) -> list[int]:
     return [s for s, v in enumerate(sub.table) if v is var]
 
 
@@ -238,7 +241,7 @@ def _block_scratch(sub: _Sub, first: int) -> list[tuple[int, int]]:
 
 
 def _bind_carries(d: _Driver, sub: _Sub, tab: ir.Value, cur: ir.Value, carry_in: list[Var],
-                  carry_out: list[Var], outs: list[ir.Value]) -> None:
+                  carry_out: list[Atom], outs: list[ir.Value]) -> None:
     """Point `sub`'s carry inputs at the current carries `cur[k]` and its carry outputs at
     `outs[k]` in its table `tab`."""
     for k, (v_in, v_out) in enumerate(zip(carry_in, carry_out, strict=True)):
@@ -305,9 +308,9 @@ def _scan_loop(d: _Driver, sub: _Sub, tab: ir.Value, cur: ir.Value, eqn: Eqn, fn
         row = d.offset(d.slot(arg_pos[nc + nk + j]), it, _nbytes(v))
         for s in _slots_of(sub, v):
             d.put(tab, s, row)
-    for j, v in enumerate(body.outvars[nk:]):
-        row = d.offset(d.slot(out_pos[nk + j]), it, _nbytes(v))
-        for s in _slots_of(sub, v):
+    for j, out_v in enumerate(body.outvars[nk:]):
+        row = d.offset(d.slot(out_pos[nk + j]), it, _nbytes(out_v))
+        for s in _slots_of(sub, out_v):
             d.put(tab, s, row)
     d.call(fn_pos, tab)
     for k, out in enumerate(outs):

@@ -36,13 +36,13 @@ def mem_type(dtype: DType) -> ir.Type:
     return reg_type(dtype)
 
 
-def const(dtype: DType, value: object) -> ir.Constant:
+def const(dtype: DType, value: int | float) -> ir.Constant:
     """A register constant (unsigned values wrap to their two's-complement pattern)."""
     ty = reg_type(dtype)
     if dtype.is_float:
-        return ir.Constant(ty, float(value))  # type: ignore[arg-type]
+        return ir.Constant(ty, float(value))
     bits = ty.width
-    v = int(value) % (1 << bits)  # type: ignore[call-overload]
+    v = int(value) % (1 << bits)
     return ir.Constant(ty, v - (1 << bits) if v >= 1 << (bits - 1) else v)
 
 

@@ -350,7 +350,7 @@ def _address(arr: np.ndarray) -> int:
     address = arr.ctypes.data
     try:
         key = id(arr)
-        _ADDRESSES[key] = (weakref.ref(arr, lambda _, k=key: _ADDRESSES.pop(k, None)), address)
+        _ADDRESSES[key] = (weakref.ref(arr, lambda _: _ADDRESSES.pop(key, None)), address)
     except TypeError:  # not weak-referenceable
         pass
     return address
@@ -363,7 +363,9 @@ def _new_output(shape: tuple[int, ...], dtype: np.dtype) -> tuple[np.ndarray, in
         out = POOL.array(shape, dtype)
         return out, out.ctypes.data
     out = np.empty(shape, dtype)
-    return out, ctypes.addressof(ctypes.c_char.from_buffer(out)) if out.size else 0
+    # NumPy's stubs make ndarray a Buffer only for Python 3.12+ (out.data: a memoryview more)
+    buf = ctypes.c_char.from_buffer(out) if out.size else None  # type: ignore[arg-type]
+    return out, ctypes.addressof(buf) if buf is not None else 0
 
 
 def _as_c(a: Any, dtype: np.dtype) -> np.ndarray:
@@ -464,4 +466,4 @@ def _describe_control(name: str, eqn: Eqn) -> str:
     return "\n".join(lines)
 
 
-compile_llvm.describe = describe  # type: ignore[attr-defined]
+compile_llvm.describe = describe  # type: ignore[attr-defined]  # jit getattr()s it

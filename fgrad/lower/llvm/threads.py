@@ -169,7 +169,7 @@ def chunking(kernel: Kernel | None) -> tuple[int, int, int]:
     (threads claim chunks one by one, so one that the OS delays takes fewer); anything else
     is 1 chunk (size and extent 0: the whole call)."""
     extent = split_extent(kernel) if kernel is not None else 0
-    if not extent:
+    if kernel is None or not extent:
         return 1, 0, 0
     loop = kernel.body[0]
     assert isinstance(loop, Loop)
@@ -373,7 +373,8 @@ class ThreadPool:
                 while self._generation == seen:
                     self._wake.wait()
                 seen = self._generation
-                entry, table, state, nthreads = self._job  # type: ignore[misc]
+                assert self._job is not None, "a generation starts with its job set"
+                entry, table, state, nthreads = self._job
             if thread < nthreads:
                 entry(table, thread, state)
 

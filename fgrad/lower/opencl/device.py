@@ -25,7 +25,7 @@ _PROBE = "__kernel void fgrad_probe(__global int* x) { x[0] = 1; }"
 @functools.lru_cache(maxsize=1)
 def _found() -> tuple[tuple[int, int, Any], ...]:
     """(platform index, device index, cl.Device) of every device, in platform order."""
-    out = []
+    out: list[tuple[int, int, Any]] = []
     try:
         platforms = cl.get_platforms()
     except cl.Error:  # no ICD/platform at all

@@ -26,6 +26,7 @@ import contextlib
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import cast
 
 from fgrad.core.dtypes import DType, dtypes
 from fgrad.lower.kernel.index import Clamp, Div, Dyn, Ix, Mod, Sym, ix_range
@@ -120,7 +121,8 @@ def _as_reduce(kernel: Kernel) -> _Reduce | None:
         return None
     if not all(isinstance(s, Store) for s in finals):
         return None
-    return _Reduce(kept, inner[:n_init], reduced, body, finals)  # type: ignore[arg-type]
+    inits = cast(tuple[AccInit, ...], inner[:n_init])  # the leading AccInits, counted above
+    return _Reduce(kept, inits, reduced, body, finals)
 
 
 def _extent(syms: list[Sym]) -> int:
@@ -418,8 +420,8 @@ def _reduction(w: _Writer, red: _Reduce, group: int) -> Launch:
     loop = f"for ({ity} rr = lane; rr < {total}; rr += {lanes})"
     with w.block(f"if (kk < {kept})"), w.block(loop):
         w.bind_flat("rr", red.reduced)
-        for s in red.body:
-            w.stmt(s)
+        for stmt in red.body:
+            w.stmt(stmt)
     final = "lane == 0 && kk < " + str(kept)
     if lanes > 1:
         _tree(w, red, lanes, 1 if row else rows)
@@ -427,8 +429,8 @@ def _reduction(w: _Writer, red: _Reduce, group: int) -> Launch:
         if lanes > 1:
             for s in red.inits:
                 w.line(f"acc{s.acc} = l{s.acc}[lid];")
-        for s in red.finals:
-            w.stmt(s)
+        for stmt in red.finals:
+            w.stmt(stmt)
     groups = -(-kept // rows)
     return Launch((groups * lanes * rows,), (lanes * rows,))
 

@@ -77,15 +77,15 @@ def render_rows(w: _Writer, rows: Rows, group: int) -> Launch:
     w.line(f"const {w.ity} kk = ({w.ity})get_group_id(0);")
     w.bind_flat("kk", rows.kept)
     _declare_accs(w, list({s.acc: s for s in rows.inits}.values()))
-    for s in rows.body:
-        if isinstance(s, Loop):
-            _phase(w, s, rows, lanes)
-        elif isinstance(s, Store):
-            w.value(s.value)  # every lane computes per-row values once; lane 0 stores
+    for stmt in rows.body:
+        if isinstance(stmt, Loop):
+            _phase(w, stmt, rows, lanes)
+        elif isinstance(stmt, Store):
+            w.value(stmt.value)  # every lane computes per-row values once; lane 0 stores
             with w.block("if (lane == 0)"):
-                w.stmt(s)
+                w.stmt(stmt)
         else:
-            w.stmt(s)
+            w.stmt(stmt)
     return Launch((_extent(rows.kept) * lanes,), (lanes,))
 
 

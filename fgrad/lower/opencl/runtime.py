@@ -260,4 +260,4 @@ def describe(jaxpr: Jaxpr) -> str:
     return "\n".join(parts)
 
 
-compile_opencl.describe = describe  # type: ignore[attr-defined]
+compile_opencl.describe = describe  # type: ignore[attr-defined]  # jit getattr()s it

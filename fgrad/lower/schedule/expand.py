@@ -160,7 +160,8 @@ def expand(jaxpr: Jaxpr) -> Jaxpr:
     itself when there is none."""
     if not any(_applies(e) for e in jaxpr.eqns):
         return jaxpr
-    ex, env = _Expansion(), {}
+    ex = _Expansion()
+    env: Env = {}
     ex.emit(jaxpr.eqns, env, None, None)
     outvars = [_subst(a, env) for a in jaxpr.outvars]
     return Jaxpr(list(jaxpr.constvars), list(jaxpr.invars), ex.eqns, outvars)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import dataclass
+from typing import cast
 
 from fgrad.core.dtypes import dtypes
 from fgrad.core.ir import Eqn, Jaxpr, ShapedArray, Var
@@ -153,8 +154,9 @@ def _packed(v: Var, batch: tuple[int, ...], free: tuple[int, ...], contract: tup
 def _pack_dot(eqn: Eqn, producers: dict[int, Eqn], eqns: list[Eqn], packs: Packs) -> Eqn:
     """`eqn` with folded transposes and operands packed where BLAS cannot read them."""
     (xc, yc), (xb, yb) = eqn.params["dimension_numbers"]
-    x, xc, xb = _fold_transpose(eqn.inputs[0], xc, xb, producers)
-    y, yc, yb = _fold_transpose(eqn.inputs[1], yc, yb, producers)
+    x_in, y_in = (cast(Var, a) for a in eqn.inputs)  # variables: see _is_float_dot
+    x, xc, xb = _fold_transpose(x_in, xc, xb, producers)
+    y, yc, yb = _fold_transpose(y_in, yc, yb, producers)
     xf, yf = _free(x.aval.ndim, xc, xb), _free(y.aval.ndim, yc, yb)
     if matrix_view(x.aval.shape, xb, xf, xc) is None:
         x, xb, xc = _packed(x, xb, xf, xc, eqns, packs)

@@ -16,7 +16,7 @@ buffer the kernel reads already, or none (re-reading from cache is the gain).
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, Sequence
 
 from fgrad.core.dtypes import dtypes
 from fgrad.core.ir import Eqn, Var
@@ -103,7 +103,7 @@ def row_values(step: KernelStep) -> tuple[dict[int, AxisMap], set[int]]:
     return per_row, pointwise
 
 
-def _row_reads(g: Graph, start: list[tuple[Var, AxisMap | None]], step: KernelStep,
+def _row_reads(g: Graph, start: Sequence[tuple[Var, AxisMap | None]], step: KernelStep,
                realized: set[int], check: bool = True) -> tuple[set[int], set[int]] | None:
     """The ids of the per-row values of `step` and of the buffers that values at `start`
     (with their axis maps) read; None if `check` and a per-row value is read anywhere but
@@ -174,6 +174,7 @@ def row_phase(g: Graph, step: KernelStep, eqn: Eqn, var: Var, realized: set[int]
     if not step.is_reduce:
         return None
     red = g.is_reduce(eqn)
+    start: list[tuple[Var, AxisMap | None]]
     if red:
         x = eqn.inputs[0]
         if not isinstance(x, Var) or (x.aval.shape, eqn.params["axes"]) != (step.shape,
