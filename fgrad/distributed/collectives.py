@@ -23,6 +23,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from fgrad.core.dtypes import dtypes
 from fgrad.core.ir import ShapedArray
 from fgrad.core.primitive import Primitive
 from fgrad.core.prims import convert, select, zeros
@@ -141,9 +142,9 @@ def _extreme_jvp(prim: Primitive) -> Callable[..., Any]:
         picked = [select(primals[i] == outs[i], tangents[i], zeros(primals[i].shape,
                                                                    primals[i].dtype))
                   for i in live]
-        sums = psum_p.bind(*picked, *hits)
-        for k, i in enumerate(live):
-            out_dots[i] = sums[k] / sums[len(live) + k]
+        counts = psum_p.bind(*hits)  # apart from the tangents: it is not linear in them
+        for i, num, count in zip(live, psum_p.bind(*picked), counts):
+            out_dots[i] = num / count
         return outs, out_dots
     return jvp
 
@@ -183,7 +184,12 @@ def _own_block(ct: Any, aval: ShapedArray, *, tiled: bool, axis_size: int) -> An
 
 
 def _root_only(ct: Any, aval: ShapedArray, *, root: int, axis_size: int) -> Any:
-    return ct if process_index() == root else zeros(aval.shape, aval.dtype)
+    """The summed cotangent on the root, zero elsewhere. Off the root the zero is still
+    computed from `ct`, so that `jit` keeps the psum there too (dead code elimination of a
+    collective on some processes only would leave the others waiting)."""
+    if process_index() == root:
+        return ct
+    return select(zeros(aval.shape, dtypes.bool), ct, zeros(aval.shape, aval.dtype))
 
 
 psum_p.transpose = _transpose_with(psum_p)
