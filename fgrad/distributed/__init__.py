@@ -21,7 +21,8 @@ from fgrad.core.tensor import as_tensor
 from fgrad.distributed.collectives import (COLLECTIVES, all_gather_p, broadcast_p, pmax_p,
                                            pmean_p, pmin_p, psum_p)
 from fgrad.distributed.data import load_checkpoint, save_checkpoint, shard_batch
-from fgrad.distributed.runtime import barrier, initialize, process_count, process_index
+from fgrad.distributed.runtime import (barrier, communicator, initialize, process_count,
+                                       process_index)
 
 
 def _apply(prim: Primitive, tree: Any, **params: Any) -> Any:
@@ -64,6 +65,6 @@ def broadcast(tree: Any, root: int = 0) -> Any:
     return _apply(broadcast_p, tree, root=int(root), axis_size=process_count())
 
 
-__all__ = ["COLLECTIVES", "all_gather", "barrier", "broadcast", "initialize",
+__all__ = ["COLLECTIVES", "all_gather", "barrier", "broadcast", "communicator", "initialize",
            "load_checkpoint", "pmax", "pmean", "pmin", "process_count", "process_index",
            "psum", "save_checkpoint", "shard_batch"]

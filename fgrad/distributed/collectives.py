@@ -82,11 +82,6 @@ broadcast_p.abstract_eval = _broadcast_abstract
 
 # ---------------------------------------------------------------------------- eager impl
 
-def _pmean_impl(*xs: np.ndarray) -> list[np.ndarray]:
-    n = process_count()
-    return [(s / np.asarray(n, s.dtype)).astype(s.dtype) for s in transport.allreduce(xs, "sum")]
-
-
 def _gather_impl(*xs: np.ndarray, tiled: bool, axis_size: int) -> list[np.ndarray]:
     _check_size("all_gather", axis_size)
     stacked = transport.allgather(xs)
@@ -107,7 +102,7 @@ def _check_size(op: str, axis_size: int) -> None:
 
 
 psum_p.impl = lambda *xs: transport.allreduce(xs, "sum")
-pmean_p.impl = _pmean_impl
+pmean_p.impl = lambda *xs: transport.allreduce(xs, "sum", mean=True)
 pmax_p.impl = lambda *xs: transport.allreduce(xs, "max")
 pmin_p.impl = lambda *xs: transport.allreduce(xs, "min")
 all_gather_p.impl = _gather_impl

@@ -39,7 +39,7 @@ def _to_numpy(leaf: Any) -> np.ndarray:
     return np.asarray(leaf.numpy() if isinstance(leaf, Tensor) else leaf)
 
 
-def _flat_arrays(tree: Any) -> dict[str, np.ndarray]:
+def _flat_arrays(tree: Any) -> dict[str, Any]:
     leaves = tree_util.tree_leaves_with_path(tree)
     return {f"{k:05d}:{tree_util.keystr(path)}": _to_numpy(leaf)
             for k, (path, leaf) in enumerate(leaves)}

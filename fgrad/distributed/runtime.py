@@ -34,6 +34,22 @@ def _launched_by_mpi() -> bool:
     return any(name in os.environ for name in _LAUNCHER_VARS)
 
 
+def _import_mpi() -> Any:
+    """mpi4py's MPI module (importing it initializes MPI), or None when a process started
+    alone has no mpi4py."""
+    try:
+        from mpi4py import MPI
+    except ImportError:
+        if _launched_by_mpi():
+            raise RuntimeError(
+                "fgrad.distributed: this process was started by an MPI launcher "
+                "(mpiexec/srun), but mpi4py is not installed, so it cannot join the job. "
+                "Install the extra: pip install 'fgrad[distributed]' (mpi4py and MPICH), "
+                "or pip install mpi4py against your cluster's MPI.") from None
+        return None
+    return MPI
+
+
 def initialize() -> None:
     """Join the job: under `mpiexec` this process becomes one of `process_count()`
     processes; alone it is a 1-process job. Idempotent; every other function of
@@ -45,16 +61,7 @@ def initialize() -> None:
     with _LOCK:
         if _GROUP.initialized:
             return
-        try:
-            from mpi4py import MPI
-        except ImportError:
-            if _launched_by_mpi():
-                raise RuntimeError(
-                    "fgrad.distributed: this process was started by an MPI launcher "
-                    "(mpiexec/srun), but mpi4py is not installed, so it cannot join the job. "
-                    "Install the extra: pip install 'fgrad[distributed]' (mpi4py and MPICH), "
-                    "or pip install mpi4py against your cluster's MPI.") from None
-            MPI = None
+        MPI = _import_mpi()
         if MPI is not None:
             _GROUP.comm = MPI.COMM_WORLD
             _GROUP.rank = _GROUP.comm.Get_rank()

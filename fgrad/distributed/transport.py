@@ -27,24 +27,32 @@ def _mpi_op(op: str) -> Any:
     return {"sum": MPI.SUM, "max": MPI.MAX, "min": MPI.MIN}[op]
 
 
-def allreduce(arrays: Sequence[np.ndarray], op: str) -> list[np.ndarray]:
-    """Elementwise `op` ("sum", "max", "min") of each array over all processes; the result
-    is the same on every process."""
-    if process_count() == 1:
-        return [np.array(a, copy=True) for a in arrays]
+def allreduce(arrays: Sequence[np.ndarray], op: str, mean: bool = False) -> list[np.ndarray]:
+    """Elementwise `op` ("sum", "max", "min") of each array over all processes, divided by
+    the process count if `mean`; the result is the same on every process. Copies the data
+    once (into the packed buffer) and reduces in place; results are views of that buffer."""
+    size = process_count()
+    if size == 1:
+        return [np.asarray(a) for a in arrays]  # Tensors are immutable: no copy needed
     from mpi4py import MPI
     groups: dict[np.dtype, list[int]] = {}
     for i, a in enumerate(arrays):
         groups.setdefault(_reduce_dtype(a.dtype), []).append(i)
     out: list[Any] = [None] * len(arrays)
     for dtype, members in groups.items():
-        buf = np.concatenate([np.asarray(arrays[i], dtype).ravel() for i in members])
-        communicator().Allreduce(MPI.IN_PLACE, buf, op=_mpi_op(op))
+        buf = np.empty(sum(arrays[i].size for i in members), dtype)
         offset = 0
         for i in members:
-            size = arrays[i].size
-            out[i] = buf[offset:offset + size].reshape(arrays[i].shape).astype(arrays[i].dtype)
-            offset += size
+            buf[offset:offset + arrays[i].size] = arrays[i].reshape(-1)
+            offset += arrays[i].size
+        communicator().Allreduce(MPI.IN_PLACE, buf, op=_mpi_op(op))
+        if mean:
+            buf /= np.asarray(size, dtype)
+        offset = 0
+        for i in members:
+            part = buf[offset:offset + arrays[i].size].reshape(arrays[i].shape)
+            out[i] = part.astype(arrays[i].dtype, copy=False)
+            offset += arrays[i].size
     return out
 
 
@@ -71,7 +79,7 @@ def allgather(arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
     """Each array from every process, stacked along a new leading axis (process order)."""
     size = process_count()
     if size == 1:
-        return [np.array(a, copy=True)[None] for a in arrays]
+        return [np.asarray(a)[None] for a in arrays]
     send = _pack_bytes(arrays)
     recv = np.empty((size, send.size), np.uint8)
     communicator().Allgather(send, recv)
@@ -81,7 +89,7 @@ def allgather(arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
 def bcast(arrays: Sequence[np.ndarray], root: int) -> list[np.ndarray]:
     """Process `root`'s arrays on every process."""
     if process_count() == 1:
-        return [np.array(a, copy=True) for a in arrays]
+        return [np.asarray(a) for a in arrays]
     buf = _pack_bytes(arrays)
     communicator().Bcast(buf, root=root)
     return _unpack_bytes(buf, arrays)

@@ -213,3 +213,16 @@ def test_a_failing_process_ends_the_job_quickly(tmp_path: Any) -> None:
     assert elapsed < 20, f"the job took {elapsed:.1f} s to end"
     assert not os.path.exists(os.path.join(tmp_path, "fail-0.npz"))
 
+
+
+# ---------------------------------------------------------------------------- example
+
+def test_data_parallel_example_runs_on_two_processes(tmp_path: Any) -> None:
+    pytest.importorskip("sklearn")
+    script = os.path.join(ROOT, "examples", "train_digits_dp.py")
+    result = launch(N, script, "--smoke", "--out", str(tmp_path), timeout=300)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-4000:]
+    assert result.stdout.count("test accuracy") == 1, result.stdout  # process 0 only
+    assert "on 2 processes" in result.stdout
+    for name in ("digits_cnn.safetensors", "loss.png", "digits_cnn_dp.npz"):
+        assert os.path.exists(os.path.join(tmp_path, name)), name
