@@ -6,7 +6,8 @@ and the all-reduce of W5's gradient (docs/distributed.md records the numbers).
 starts every configuration as fresh processes (the 2-process one under `mpiexec -n 2`, found
 beside this Python or on PATH) and prints one table. Per configuration: the median over
 `repeats` samples of the mean time of `steps` consecutive steps; in the 2-process job a
-sample is the slower process's time. Needs `pip install 'fgrad[distributed]'`.
+sample is the slower process's time. "BLAS n": OpenBLAS's own threads for the gemms
+(OPENBLAS_NUM_THREADS; its default is one per core). Needs `pip install 'fgrad[distributed]'`.
 """
 from __future__ import annotations
 
@@ -102,9 +103,9 @@ def worker(args: argparse.Namespace) -> None:
         print("RESULT " + json.dumps(result), flush=True)
 
 
-def _launch(n: int, threads: int, args: argparse.Namespace) -> dict[str, float]:
+def _launch(n: int, threads: int, blas: int, args: argparse.Namespace) -> dict[str, float]:
     env = dict(os.environ, FGRAD_NUM_THREADS=str(threads), OMP_NUM_THREADS="1",
-               OPENBLAS_NUM_THREADS=str(threads))
+               OPENBLAS_NUM_THREADS=str(blas))
     cmd = [sys.executable, __file__, "--worker", "--batch", str(args.batch),
            "--steps", str(args.steps), "--repeats", str(args.repeats)]
     if n > 1:
@@ -127,9 +128,11 @@ def main() -> None:
     args = parser.parse_args()
     if args.worker:
         return worker(args)
-    configs = {"1 process x 1 thread": (1, 1), "1 process x 2 threads": (1, 2),
-               "2 processes x 1 thread (pmean of gradients)": (2, 1)}
-    results = {label: _launch(n, t, args) for label, (n, t) in configs.items()}
+    configs = {"1 process x 1 thread": (1, 1, 1),
+               "1 process x 2 threads (fgrad pool 2, BLAS 2)": (1, 2, 2),
+               "1 process x 2 threads (fgrad pool 2, BLAS 1)": (1, 2, 1),
+               "2 processes x 1 thread (pmean of gradients)": (2, 1, 1)}
+    results = {label: _launch(n, t, b, args) for label, (n, t, b) in configs.items()}
     print(f"W5 MLP 784-512-512-10 train step, Adam, global batch {args.batch}, "
           f"median of {args.repeats} x {args.steps} steps")
     for label, res in results.items():

@@ -43,11 +43,11 @@ COLLECTIVES = (psum_p, pmean_p, pmax_p, pmin_p, all_gather_p, broadcast_p)
 
 # ---------------------------------------------------------------------------- abstract eval
 
-def _same_avals(op: str, kinds: str | None) -> Callable[..., list[ShapedArray]]:
-    def abstract_eval(*avals: ShapedArray, **params: Any) -> list[ShapedArray]:
+def _same_avals(op: str, kinds: str) -> Callable[..., list[ShapedArray]]:
+    """Results shaped like the operands, whose dtype kinds must be among `kinds`."""
+    def abstract_eval(*avals: ShapedArray) -> list[ShapedArray]:
         for aval in avals:
-            if kinds is not None:
-                check_kinds(op, aval, kinds)
+            check_kinds(op, aval, kinds)
         return list(avals)
     return abstract_eval
 

@@ -78,6 +78,11 @@ def scenario_collectives(out: str, backends: list[str]) -> dict[str, np.ndarray]
         results.update(_flat(f"eager/{name}", fn(x)))
         for backend in backends:
             results.update(_flat(f"{backend}/{name}", fgrad.jit(fn, backend=backend)(x)))
+    results["shard"] = dist.shard_batch(np.arange(8).reshape(4, 2), axis=0)
+    try:
+        dist.shard_batch(np.zeros((3, 2)))
+    except ValueError as err:
+        results["shard_error"] = np.array(str(err))
     path = os.path.join(out, "ckpt.npz")
     dist.save_checkpoint(path, {"a": x["a"], "b": x["b"]})
     results.update(_flat("ckpt", dist.load_checkpoint(path, {"a": x["a"], "b": x["b"]})))

@@ -138,6 +138,13 @@ def test_vmapped_tiled_gather(collectives: list[dict], rank: int) -> None:
                                    err_msg=mode)
 
 
+def test_shard_batch_gives_each_process_its_block(collectives: list[dict]) -> None:
+    for rank in range(N):
+        np.testing.assert_array_equal(collectives[rank]["shard"],
+                                      np.arange(8).reshape(4, 2)[2 * rank:2 * rank + 2])
+        assert "2 processes cannot split equally" in str(collectives[rank]["shard_error"])
+
+
 def test_checkpoint_written_by_process_0_loads_everywhere(collectives: list[dict]) -> None:
     for rank in range(N):
         np.testing.assert_array_equal(collectives[rank]["ckpt['a']"], inputs(0)["a"])
