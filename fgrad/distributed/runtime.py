@@ -112,6 +112,7 @@ def _report_and_abort(exc_type: type[BaseException], exc: BaseException,
         sys.stderr.flush()
     finally:
         _GROUP.comm.Abort(1)
+        os._exit(1)  # MPI_Abort may return before the launcher ends this process
 
 
 def _install_abort_on_error() -> None:
@@ -123,7 +124,8 @@ def _install_abort_on_error() -> None:
              tb: TracebackType | None) -> None:
         if _GROUP.size > 1:
             _report_and_abort(exc_type, exc, tb)
-        previous(exc_type, exc, tb)
+        else:
+            previous(exc_type, exc, tb)
 
     def thread_hook(args: threading.ExceptHookArgs) -> None:
         if args.exc_value is not None and not isinstance(args.exc_value, SystemExit):
