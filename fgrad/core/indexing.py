@@ -22,7 +22,7 @@ def _is_int(x: Any) -> bool:
 def _normalize(tensor: Any, index: Any) -> list[Any]:
     from fgrad.core.tensor import Tensor
     items = list(index) if isinstance(index, tuple) else [index]
-    out = []
+    out: list[Any] = []
     for it in items:
         if isinstance(it, (list, tuple, np.ndarray)) or (
                 isinstance(it, Tensor) and (it.ndim > 0 or not it.dtype.is_int)):

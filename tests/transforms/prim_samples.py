@@ -402,3 +402,5 @@ PUBLIC: dict[str, Gen] = {
 
 SAMPLES: dict[str, Gen] = {**ELEMENTWISE, **STRUCTURAL, **REDUCTIONS, **INDEXING, **LINALG,
                            **PUBLIC}
+from prim_samples_distributed import COLLECTIVES  # noqa: E402  (it imports Case from here)
+SAMPLES.update(COLLECTIVES)

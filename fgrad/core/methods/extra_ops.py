@@ -7,7 +7,7 @@ them. Integer inputs of the float functions compute in the default float dtype.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence, cast
 
 from fgrad.core import prims as P
 from fgrad.core.dtypes import dtypes
@@ -70,7 +70,7 @@ class ExtraOpsMixin:
 
     def softmin(self, axis: int = -1, dtype: Any = None) -> "Tensor":
         """softmax(-x) along `axis`."""
-        return (-self).softmax(axis, dtype)
+        return (-cast("Tensor", self)).softmax(axis, dtype)
 
     def normalize(self, p: float = 2.0, dim: int = 1, eps: float = 1e-12) -> "Tensor":
         """self / max(||self||_p, eps) with the p-norm taken along `dim` (PyTorch's

@@ -72,6 +72,8 @@ COSTLY = frozenset({"exp", "log", "sin", "cos", "tan", "tanh", "logistic", "log1
                     "erf", "pow", "atan2"})
 MAX_CONCAT_INPUTS = 16
 LINALG = frozenset({"cholesky", "triangular_solve", "lu", "qr", "svd"})
+# fgrad.distributed's collectives: one mpi4py call from the host (docs/distributed.md).
+COLLECTIVES = frozenset({"psum", "pmean", "pmax", "pmin", "all_gather", "process_broadcast"})
 HALF_FROM = frozenset({dtypes.bool, dtypes.int8, dtypes.uint8, dtypes.int16, dtypes.uint16,
                        dtypes.float16, dtypes.float32})  # exact in float32: one rounding
 
@@ -197,6 +199,8 @@ def host_reason(eqn: Eqn, half_native: bool = True, native_linalg: bool = True
         return "sub-programs compiled natively; the host runs the loop / picks the branch"
     if name == "dot_general":
         return gemm_reason(eqn)
+    if name in COLLECTIVES:
+        return "an MPI collective: one mpi4py call on the host (docs/distributed.md)"
     if name not in ELEMENTWISE and name not in MOVEMENT and name not in REDUCE \
             and name != "scatter":
         return f"no native kernel for {name} yet"
