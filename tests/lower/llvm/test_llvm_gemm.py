@@ -159,7 +159,8 @@ def test_unreadable_layout_is_packed_by_a_fused_transpose_kernel() -> None:
     text = str(s)  # packed operands are named after the jaxpr's own values (d: the product)
     assert len(s.kernels()) == 2 and "(a) -> (e)  # exp transpose\n" in text
     assert "gemm f32 batch=() m=15 n=7 k=24 (e f) -> (d)" in text
-    close(llvm(f, Tensor(x), Tensor(y)), np.einsum("abcd,bed->ace", np.exp(x), y), rtol=1e-5, atol=1e-5)
+    want = np.einsum("abcd,bed->ace", np.exp(x), y)
+    close(llvm(f, Tensor(x), Tensor(y)), want, rtol=1e-5, atol=1e-5)
 
 
 def test_matrix_view_leading_dimensions_are_legal() -> None:
