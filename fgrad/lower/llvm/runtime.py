@@ -30,6 +30,7 @@ import numpy as np
 
 from fgrad.core.ir import Eqn, Jaxpr, Literal, Var
 from fgrad.lower.llvm import disk_cache
+from fgrad.lower.llvm import target as llvm_target
 from fgrad.lower.kernel import program as program_lib
 from fgrad.lower.llvm.buffer_pool import MIN_POOLED_BYTES, POOL, exclusively_owned
 from fgrad.lower.schedule.control_flow import CONTROL_FLOW, HostRows, run_control
@@ -43,12 +44,7 @@ _machine: list[Any] = []
 
 
 def _new_target_machine() -> Any:
-    llvm.initialize_native_target()
-    llvm.initialize_native_asmprinter()
-    target = llvm.Target.from_default_triple()
-    return target.create_target_machine(
-        cpu=llvm.get_host_cpu_name(), features=llvm.get_host_cpu_features().flatten(),
-        opt=3, jit=True)
+    return llvm_target.new_machine()
 
 
 def target_machine() -> Any:
@@ -113,8 +109,8 @@ compile_stats: collections.Counter[str] = collections.Counter()  # memory/disk h
 
 @functools.cache
 def _toolchain_and_host() -> str:
-    return "\0".join([llvmlite.__version__, llvm.get_host_cpu_name(),
-                      llvm.get_host_cpu_features().flatten(), str(disk_cache.FORMAT_VERSION)])
+    return "\0".join([llvmlite.__version__, llvm_target.cpu_name(), llvm_target.features(),
+                      str(disk_cache.FORMAT_VERSION)])
 
 
 def cache_key(ir_text: str) -> str:
