@@ -32,6 +32,7 @@ from fgrad.core.ir import Eqn, Jaxpr, Literal, Var
 from fgrad.lower.llvm import disk_cache
 from fgrad.lower.llvm import target as llvm_target
 from fgrad.lower.kernel import program as program_lib
+from fgrad.lower.llvm.dispatch import LeanCall
 from fgrad.lower.llvm.buffer_pool import MIN_POOLED_BYTES, POOL, exclusively_owned
 from fgrad.lower.schedule.control_flow import CONTROL_FLOW, HostRows, run_control
 from fgrad.lower.llvm.render import entry_names, render_module
@@ -192,6 +193,10 @@ class LLVMExecutable:
         self.runners = [self._runner(i, seg) for i, seg in enumerate(segments)]
         self.aliases = alias_plan(program)
         self._direct = self._direct_plan()
+        self._lean = None if self._direct is None or len(self.runners) != 1 \
+            or not isinstance(self.runners[0], _ENTRY) else LeanCall(
+                self.engine.get_function_address("seg0"), self._direct, self._call_general,
+                _address, _new_output)
 
     def _runner(self, i: int, seg: Segment) -> Any:
         """What runs segment i on a buffer table: its `segN` entry when it is one serial
@@ -213,6 +218,11 @@ class LLVMExecutable:
         return blocks[b][:nbytes].view(var.aval.dtype.np).reshape(var.aval.shape)
 
     def __call__(self, *arrays: Any) -> list[np.ndarray]:
+        if self._lean is not None:
+            return self._lean(arrays)
+        return self._call_general(arrays)
+
+    def _call_general(self, arrays: Any) -> list[np.ndarray]:
         if self._direct is not None and len(arrays) == len(self._direct[0]):
             return self._run_direct(arrays)
         return self._run(arrays, {})
