@@ -36,6 +36,7 @@ O2_ABOVE_CHARS = 400_000
 _NEUTRAL = "fgrad_kernel"
 _OBJECTS: collections.OrderedDict[str, bytes] = collections.OrderedDict()
 _lock = threading.Lock()
+_per_thread = threading.local()  # each compiling thread's target machine
 stats: collections.Counter[str] = collections.Counter()  # memory_hits, disk_hits, builds
 
 
@@ -53,9 +54,7 @@ def _kernel_text(kernel: Kernel) -> tuple[str, ir.FunctionType]:
     module = ir.Module(name="fgrad_kernel")
     fn = render_kernel(module, kernel)
     fn.linkage = ""
-    machine = llvm_target.new_machine()
-    module.triple = machine.triple
-    module.data_layout = str(machine.target_data)
+    module.triple, module.data_layout = llvm_target.triple_and_layout()
     text = str(module).replace(f'@"{kernel.name}"', f'@"{_NEUTRAL}"')
     return text, fn.function_type
 
@@ -65,7 +64,9 @@ def _object_code(text: str) -> bytes:
     context = llvm.create_context()
     module = llvm.parse_assembly(text, context=context)
     module.verify()
-    machine = llvm_target.new_machine()
+    machine = getattr(_per_thread, "machine", None)
+    if machine is None:
+        machine = _per_thread.machine = llvm_target.new_machine()
     tuning = llvm.create_pipeline_tuning_options(
         speed_level=3 if len(text) <= O2_ABOVE_CHARS else 2)
     tuning.loop_vectorization = True

@@ -43,6 +43,7 @@ from fgrad.lower.llvm.threads import PART_ENTRY, describe_threads, run_parts, se
 from fgrad.lower.kernel.memory import memory_report
 from fgrad.lower.kernel.program import Program, Segment
 from fgrad.lower.schedule.partition import HostStep
+from fgrad.lower.schedule.split_reduce import split_reductions
 
 _machine: list[Any] = []
 log = logging.getLogger("fgrad.compile")
@@ -456,8 +457,9 @@ def _compile_sub(jaxpr: Jaxpr) -> Any:
 
 
 def plan(jaxpr: Jaxpr) -> Program:
-    """The program of `jaxpr` for this CPU (float16 kernels only with F16C)."""
-    return program_lib.plan(jaxpr, half_native())
+    """The program of `jaxpr` for this CPU (float16 kernels only with F16C; large
+    leading-axes reductions split so that threads share them)."""
+    return program_lib.plan(split_reductions(jaxpr), half_native())
 
 
 def compile_llvm(jaxpr: Jaxpr) -> LLVMExecutable:

@@ -57,3 +57,10 @@ def new_machine(opt: int = 3, jit: bool = True) -> llvm.TargetMachine:
     target = llvm.Target.from_default_triple()
     return target.create_target_machine(cpu=cpu_name(), features=features(), opt=opt,
                                         jit=jit)
+
+
+@functools.cache
+def triple_and_layout() -> tuple[str, str]:
+    """The host's target triple and data layout string (for modules built by hand)."""
+    machine = new_machine()
+    return machine.triple, str(machine.target_data)
