@@ -183,7 +183,7 @@ class JittedFunction:
             backend = self._backend()
             found = _fast_key(args, backend)
             entry = self._fast.get(found[0]) if found is not None else None
-            if entry is None:
+            if found is None or entry is None:
                 return _MISS
             run, out_tree, single = entry
             datas = found[1]
