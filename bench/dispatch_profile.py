@@ -40,7 +40,8 @@ def main() -> None:
     scope = dict(globals(), f=f, x=x, exe=exe, d=data, o=out, args=(x,))
     rows = [
         ("fgrad: f(x), the whole call", "f(x)"),
-        ("  jit: same-arrays check of the last call", "jit_module._same_small_arrays(args, f._last)"),
+        ("  jit: same-arrays check of the last call",
+         "jit_module._same_small_arrays(args, f._last)"),
         ("  jit: signature key (a call with new arrays)", "jit_module._fast_key(args, 'llvm')"),
         ("  jit: FGRAD_BACKEND lookup (backend=None only)", "flags.default_backend()"),
         ("  jit: eager-trace check", "isinstance(current_trace(), EvalTrace)"),
