@@ -73,13 +73,16 @@ def available(name: str) -> bool:
 
 @functools.cache
 def fgrad_backends() -> tuple[str, ...]:
-    """The fgrad jit backends present here: numpy always, llvm/opencl when registered."""
+    """The fgrad jit backends present here: numpy always, llvm/opencl when registered (only
+    those named in FGRAD_BENCH_BACKENDS, comma-separated, when it is set)."""
     from fgrad.transforms import executables
     try:
         import fgrad.lower  # noqa: F401  registers the native compilers
     except Exception as exc:  # noqa: BLE001  (reported in the header; numpy still runs)
         LOWER_ERROR.append(short_error(exc))
-    return ("numpy",) + tuple(b for b in ("llvm", "opencl") if b in executables.COMPILERS)
+    found = ("numpy",) + tuple(b for b in ("llvm", "opencl") if b in executables.COMPILERS)
+    wanted = os.environ.get("FGRAD_BENCH_BACKENDS", "")  # e.g. "llvm": a shorter run
+    return tuple(b for b in found if b in wanted.split(",")) if wanted else found
 
 
 def fgrad_place(backend: str, tree: Any) -> Any:

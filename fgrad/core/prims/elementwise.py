@@ -10,7 +10,6 @@ import math
 from typing import Any, Callable
 
 import numpy as np
-import scipy.special as _sps
 
 from fgrad.core.dtypes import DType, dtypes
 from fgrad.core.errors import ArgumentError, ArgumentTypeError
@@ -20,6 +19,16 @@ from fgrad.core.prims._util import (batch_size, check_kinds, check_same, instant
                                      is_undefined, move_bdim, zeros_like_aval)
 
 FLOAT, INT, INT_BOOL, NUMERIC, ANY = "f", "iu", "biu", "iuf", "biuf"
+
+
+def _expit(x: np.ndarray) -> np.ndarray:
+    import scipy.special  # imported on first use: it costs a third of `import fgrad`
+    return scipy.special.expit(x)
+
+
+def _erf(x: np.ndarray) -> np.ndarray:
+    import scipy.special
+    return scipy.special.erf(x)
 
 
 def _batch_elementwise(prim: Primitive) -> Callable[..., Any]:
@@ -77,12 +86,12 @@ sin_p = unary("sin", np.sin, lambda x, y, t: t * cos(x))
 cos_p = unary("cos", np.cos, lambda x, y, t: -t * sin(x))
 tan_p = unary("tan", np.tan, lambda x, y, t: safe_mul(t, 1 + y * y))
 tanh_p = unary("tanh", np.tanh, lambda x, y, t: t * (1 - y * y))
-logistic_p = unary("logistic", _sps.expit, lambda x, y, t: t * y * (1 - y))
+logistic_p = unary("logistic", _expit, lambda x, y, t: t * y * (1 - y))
 sqrt_p = unary("sqrt", np.sqrt, lambda x, y, t: safe_mul(t, 0.5 / y))
 rsqrt_p = unary("rsqrt", lambda x: 1 / np.sqrt(x), lambda x, y, t: safe_mul(t, -0.5 * y / x))
 log1p_p = unary("log1p", np.log1p, lambda x, y, t: safe_mul(t, 1 / (1 + x)))
 expm1_p = unary("expm1", np.expm1, lambda x, y, t: safe_mul(t, y + 1))
-erf_p = unary("erf", _sps.erf,
+erf_p = unary("erf", _erf,
               lambda x, y, t: t * (2 / math.sqrt(math.pi)) * exp(-(x * x)))
 abs_p = unary("abs", np.abs, lambda x, y, t: t * sign(x), NUMERIC)
 sign_p = unary("sign", np.sign, None, NUMERIC)

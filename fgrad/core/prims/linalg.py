@@ -11,7 +11,6 @@ from __future__ import annotations
 from typing import Any, Callable
 
 import numpy as np
-from scipy.linalg import blas, lapack
 
 from fgrad.core.dtypes import dtypes
 from fgrad.core.errors import ArgumentError
@@ -148,6 +147,7 @@ def _trsm(a: np.ndarray, b: np.ndarray, lower: bool, transpose_a: bool,
           unit_diagonal: bool) -> tuple[np.ndarray]:
     if a.shape[-1] == 0 or b.shape[-1] == 0:
         return (np.zeros(b.shape, b.dtype),)
+    from scipy.linalg import blas  # on first use: keeps `import fgrad` light
     trsm = blas.get_blas_funcs("trsm", (a, b))
     return (trsm(1.0, a, b, side=0, lower=int(lower), trans_a=int(transpose_a),
                  diag=int(unit_diagonal)),)
@@ -227,6 +227,7 @@ def _getrf(a: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     n = a.shape[-1]
     if n == 0:
         return a.copy(), np.zeros(0, np.int32), np.zeros(0, np.int32)
+    from scipy.linalg import lapack
     getrf = lapack.get_lapack_funcs("getrf", (a,))
     lu, pivots, _ = getrf(a)
     perm = np.arange(n, dtype=np.int32)

@@ -338,12 +338,18 @@ def _memory_reduce(sched: Schedule, step: KernelStep, names: Any, plan: Plan
         old = Load(j, at, v.aval.dtype)
         updates.append(Store(j, at, Op(op, (old, x), v.aval.dtype)))
     out_shape = tuple(step.shape[a] for a in _kept(step))
-    init_nest = _Nest(out_shape, trailing_plans(tuple(range(len(out_shape))))[0], "j")
-    init_idx = tuple(init_nest.index[a] for a in range(len(out_shape)))
+    # a kept leading axis with a loop of its own: each of its iterations initializes its
+    # own slice of the output, so the kernel is one loop that threads may split
+    lead = int(bool(plan) and plan[0] == (0,) and 0 not in step.axes and step.shape[0] > 1)
+    init_nest = _Nest(out_shape[lead:],
+                      trailing_plans(tuple(range(len(out_shape) - lead)))[0], "j")
+    init_idx = tuple(nest.index[a] for a in range(lead)) + tuple(
+        init_nest.index[a] for a in range(len(out_shape) - lead))
     inits = tuple(Store(j, linearize(init_idx, out_shape), Const(identity(op, v.aval.dtype),
                                                                    v.aval.dtype))
                   for j, v, op, _ in reds)
-    body = init_nest.wrap(inits) + nest.wrap(tuple(side) + tuple(updates))
+    body = nest.wrap(init_nest.wrap(inits) + nest.wrap(tuple(side) + tuple(updates), lead),
+                     0, lead)
     kernel = Kernel(step.name, _params(vals, names, len(step.outputs)), body)
     return kernel, nest, vals.params
 

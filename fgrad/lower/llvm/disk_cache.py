@@ -28,14 +28,15 @@ MAX_ENTRIES = 4096
 _warned: set[str] = set()
 
 
-def directory() -> str | None:
-    """The cache directory, or None when FGRAD_CACHE_DIR disables the cache."""
+def directory(kind: str = "llvm") -> str | None:
+    """The cache directory of `kind` (whole programs: "llvm"; single kernels:
+    "llvm_kernels"), or None when FGRAD_CACHE_DIR disables the cache."""
     path = flags.cache_dir()
-    return None if path.strip() in ("", "0") else os.path.join(path, "llvm")
+    return None if path.strip() in ("", "0") else os.path.join(path, kind)
 
 
-def _path(key: str) -> str | None:
-    folder = directory()
+def _path(key: str, kind: str = "llvm") -> str | None:
+    folder = directory(kind)
     return None if folder is None else os.path.join(folder, key + _SUFFIX)
 
 
@@ -56,9 +57,9 @@ def decode(entry: bytes) -> bytes | None:
     return payload if hashlib.sha256(payload).digest() == digest else None
 
 
-def load(key: str) -> bytes | None:
+def load(key: str, kind: str = "llvm") -> bytes | None:
     """The cached payload of `key`; None on a miss. A damaged entry is deleted."""
-    path = _path(key)
+    path = _path(key, kind)
     if path is None:
         return None
     try:
@@ -74,9 +75,9 @@ def load(key: str) -> bytes | None:
     return payload
 
 
-def store(key: str, payload: bytes) -> None:
+def store(key: str, payload: bytes, kind: str = "llvm") -> None:
     """Write the entry of `key` atomically; failures only warn (once per directory)."""
-    path = _path(key)
+    path = _path(key, kind)
     if path is None:
         return
     folder = os.path.dirname(path)

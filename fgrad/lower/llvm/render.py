@@ -288,11 +288,16 @@ def entry_names(segment: int, parts: Sequence[Part]) -> list[str]:
 
 
 def render_module(kernels: Sequence[Kernel], segments: Sequence[Sequence[Call]],
-                  library_calls: dict[str, Eqn] | None = None) -> ir.Module:
+                  library_calls: dict[str, Eqn] | None = None,
+                  external: dict[str, tuple[str, ir.FunctionType]] | None = None
+                  ) -> ir.Module:
     """One module: every kernel and library call, plus the entries of each segment (see
-    `entry_names`)."""
+    `entry_names`). A kernel named in `external` (name -> (symbol, function type)) is only
+    declared: its code comes compiled on its own (kernel_cache.py)."""
     module = ir.Module(name="fgrad")
-    functions = {k.name: render_kernel(module, k) for k in kernels}
+    external = external or {}
+    functions = {k.name: ir.Function(module, external[k.name][1], name=external[k.name][0])
+                 if k.name in external else render_kernel(module, k) for k in kernels}
     by_name = {k.name: k for k in kernels}
     for name, eqn in (library_calls or {}).items():
         render = render_gemm if eqn.primitive.name == "dot_general" else render_lapack

@@ -20,8 +20,11 @@ import ctypes
 import functools
 import hashlib
 import math
+import logging
 import threading
+import time
 import weakref
+from collections.abc import Sequence
 from typing import Any
 
 import llvmlite
@@ -29,8 +32,10 @@ import llvmlite.binding as llvm
 import numpy as np
 
 from fgrad.core.ir import Eqn, Jaxpr, Literal, Var
-from fgrad.lower.llvm import disk_cache
+from fgrad.lower.llvm import disk_cache, kernel_cache
+from fgrad.lower.llvm import target as llvm_target
 from fgrad.lower.kernel import program as program_lib
+from fgrad.lower.llvm.dispatch import LeanCall
 from fgrad.lower.llvm.buffer_pool import MIN_POOLED_BYTES, POOL, exclusively_owned
 from fgrad.lower.schedule.control_flow import CONTROL_FLOW, HostRows, run_control
 from fgrad.lower.llvm.render import entry_names, render_module
@@ -38,17 +43,14 @@ from fgrad.lower.llvm.threads import PART_ENTRY, describe_threads, run_parts, se
 from fgrad.lower.kernel.memory import memory_report
 from fgrad.lower.kernel.program import Program, Segment
 from fgrad.lower.schedule.partition import HostStep
+from fgrad.lower.schedule.split_reduce import split_reductions
 
 _machine: list[Any] = []
+log = logging.getLogger("fgrad.compile")
 
 
 def _new_target_machine() -> Any:
-    llvm.initialize_native_target()
-    llvm.initialize_native_asmprinter()
-    target = llvm.Target.from_default_triple()
-    return target.create_target_machine(
-        cpu=llvm.get_host_cpu_name(), features=llvm.get_host_cpu_features().flatten(),
-        opt=3, jit=True)
+    return llvm_target.new_machine()
 
 
 def target_machine() -> Any:
@@ -65,10 +67,11 @@ def half_native() -> bool:
     return "+f16c" in llvm.get_host_cpu_features().flatten().split(",")
 
 
-def module_ir(program: Program) -> Any:
-    """The llvmlite `ir.Module` of a program (unoptimized)."""
+def module_ir(program: Program, external: dict[str, Any] | None = None) -> Any:
+    """The llvmlite `ir.Module` of a program (unoptimized); kernels named in `external`
+    (name -> (symbol, function type)) are declared only (compiled by kernel_cache)."""
     segments = [a.calls for a in program.actions if isinstance(a, Segment)]
-    module = render_module(program.kernels, segments, program.library_calls)
+    module = render_module(program.kernels, segments, program.library_calls, external)
     tm = target_machine()
     module.triple = tm.triple
     module.data_layout = str(tm.target_data)
@@ -113,8 +116,8 @@ compile_stats: collections.Counter[str] = collections.Counter()  # memory/disk h
 
 @functools.cache
 def _toolchain_and_host() -> str:
-    return "\0".join([llvmlite.__version__, llvm.get_host_cpu_name(),
-                      llvm.get_host_cpu_features().flatten(), str(disk_cache.FORMAT_VERSION)])
+    return "\0".join([llvmlite.__version__, llvm_target.cpu_name(), llvm_target.features(),
+                      str(disk_cache.FORMAT_VERSION)])
 
 
 def cache_key(ir_text: str) -> str:
@@ -123,32 +126,37 @@ def cache_key(ir_text: str) -> str:
     return hashlib.sha256(f"{ir_text}\0{_toolchain_and_host()}".encode()).hexdigest()
 
 
-def _build(text: str) -> tuple[Any, bytes | None]:
-    """Optimize and JIT-compile; returns the engine and the object code MCJIT produced."""
+def _build(text: str, linked: Sequence[bytes] = ()) -> tuple[Any, bytes | None]:
+    """Optimize and JIT-compile (with the `linked` kernel objects); returns the engine and
+    the object code MCJIT produced for the module."""
     objects: list[bytes] = []
     engine = llvm.create_mcjit_compiler(_optimize_text(text), _new_target_machine())
+    for obj in linked:
+        engine.add_object_file(llvm.ObjectFileRef.from_data(obj))
     engine.set_object_cache(lambda _module, data: objects.append(data))
     engine.finalize_object()
     return engine, (objects.pop() if objects else None)
 
 
-def _load(obj: bytes) -> Any:
-    """An engine running cached object code: no optimizing, no code generation (None if
-    LLVM reports an error; a damaged object can crash it, so only verified entries come
-    here)."""
+def _load(obj: bytes, linked: Sequence[bytes] = ()) -> Any:
+    """An engine running cached object code (with the `linked` kernel objects): no
+    optimizing, no code generation (None if LLVM reports an error; a damaged object can
+    crash it, so only verified entries come here)."""
     empty = llvm.parse_assembly(f'target triple = "{target_machine().triple}"\n')
     engine = llvm.create_mcjit_compiler(empty, _new_target_machine())
     try:
-        engine.add_object_file(llvm.ObjectFileRef.from_data(obj))
+        for one in (obj, *linked):
+            engine.add_object_file(llvm.ObjectFileRef.from_data(one))
         engine.finalize_object()
     except RuntimeError:
         return None
     return engine
 
 
-def compiled_engine(module: Any) -> Any:
-    """The execution engine of `module`: from memory, from the disk cache, or built (and
-    then cached in both)."""
+def compiled_engine(module: Any, linked: Sequence[bytes] = ()) -> Any:
+    """The execution engine of `module` (linked with the kernel objects `linked`, whose
+    symbols its text names): from memory, from the disk cache, or built (and then cached
+    in both)."""
     text = str(module)
     key = cache_key(text)
     with _engines_lock:
@@ -158,11 +166,11 @@ def compiled_engine(module: Any) -> Any:
             compile_stats["memory_hits"] += 1
             return engine
     obj = disk_cache.load(key)
-    engine = _load(obj) if obj else None
+    engine = _load(obj, linked) if obj else None
     if engine is not None:
         compile_stats["disk_hits"] += 1
     else:
-        engine, obj = _build(text)
+        engine, obj = _build(text, linked)
         compile_stats["builds"] += 1
         if obj:
             disk_cache.store(key, obj)
@@ -179,6 +187,7 @@ def clear_memory_cache() -> None:
     process would."""
     with _engines_lock:
         _ENGINES.clear()
+    kernel_cache.clear_memory()
 
 
 _ENTRY = ctypes.CFUNCTYPE(None, ctypes.POINTER(ctypes.c_void_p))
@@ -190,12 +199,22 @@ class LLVMExecutable:
 
     def __init__(self, program: Program):
         self.program = program
-        self.module = module_ir(program)
-        self.engine = compiled_engine(self.module)
+        start, before = time.perf_counter(), dict(kernel_cache.stats)
+        kernels = kernel_cache.compile_kernels(program.kernels, cache_key)
+        self.module = module_ir(program, {name: (k.symbol, k.function_type)
+                                          for name, k in kernels.items()})
+        self.engine = compiled_engine(self.module, list({k.symbol: k.obj
+                                                         for k in kernels.values()}.values()))
+        _log_compile(program, kernel_cache.stats - collections.Counter(before),
+                     time.perf_counter() - start)
         segments = [a for a in program.actions if isinstance(a, Segment)]
         self.runners = [self._runner(i, seg) for i, seg in enumerate(segments)]
         self.aliases = alias_plan(program)
         self._direct = self._direct_plan()
+        self._lean = None if self._direct is None or len(self.runners) != 1 \
+            or not isinstance(self.runners[0], _ENTRY) else LeanCall(
+                self.engine.get_function_address("seg0"), self._direct, self._call_general,
+                _address, _new_output)
 
     def _runner(self, i: int, seg: Segment) -> Any:
         """What runs segment i on a buffer table: its `segN` entry when it is one serial
@@ -217,6 +236,11 @@ class LLVMExecutable:
         return blocks[b][:nbytes].view(var.aval.dtype.np).reshape(var.aval.shape)
 
     def __call__(self, *arrays: Any) -> list[np.ndarray]:
+        if self._lean is not None:
+            return self._lean(arrays)
+        return self._call_general(arrays)
+
+    def _call_general(self, arrays: Any) -> list[np.ndarray]:
         if self._direct is not None and len(arrays) == len(self._direct[0]):
             return self._run_direct(arrays)
         return self._run(arrays, {})
@@ -296,6 +320,15 @@ class LLVMExecutable:
             env.clear()  # drop every view of the blocks before they go back
             for block in blocks:
                 POOL.give(block)
+
+
+def _log_compile(program: Program, kernels: collections.Counter[str], seconds: float) -> None:
+    """One INFO line per compiled program on the `fgrad.compile` logger."""
+    if log.isEnabledFor(logging.INFO):
+        log.info("llvm: %d kernels (%d compiled, %d from memory, %d from disk) and %d "
+                 "equations ready in %.1f ms", len(program.kernels), kernels["builds"],
+                 kernels["memory_hits"], kernels["disk_hits"], len(program.jaxpr.eqns),
+                 seconds * 1e3)
 
 
 def _use_positions(program: Program) -> tuple[dict[int, int], dict[int, int]]:
@@ -426,8 +459,9 @@ def _compile_sub(jaxpr: Jaxpr) -> Any:
 
 
 def plan(jaxpr: Jaxpr) -> Program:
-    """The program of `jaxpr` for this CPU (float16 kernels only with F16C)."""
-    return program_lib.plan(jaxpr, half_native())
+    """The program of `jaxpr` for this CPU (float16 kernels only with F16C; large
+    leading-axes reductions split so that threads share them)."""
+    return program_lib.plan(split_reductions(jaxpr), half_native())
 
 
 def compile_llvm(jaxpr: Jaxpr) -> LLVMExecutable:

@@ -1,0 +1,106 @@
+"""The shortest Python path from a jitted call to its native entry (one-segment programs).
+
+In: an executable whose program is one serial native segment writing every output directly
+(`LLVMExecutable._direct_plan`). Out: `LeanCall`, a callable doing per call only what
+cannot be precomputed:
+
+- the buffer table is one ctypes array allocated once; the native entry gets its address
+  as a plain integer (no ctypes array built per call, no pointer conversion);
+- an argument that is the very array of the previous call (checked with `is`) needs no
+  dtype/contiguity check and no address: its slot already holds it (small arrays are kept
+  referenced so that their memory, and so the address, stays theirs);
+- a small output is written into a scratch array at a fixed address and returned as a copy
+  (a fresh array's address costs more than copying a few bytes).
+
+Calls from several threads at once are safe: a call that finds the table taken (a
+non-blocking lock) takes the general path instead. docs/dispatch.md has the measurements.
+"""
+from __future__ import annotations
+
+import ctypes
+import operator
+import threading
+from typing import Any, Callable
+
+import numpy as np
+
+KEEP_BYTES = 4096  # inputs up to this size stay referenced between calls; outputs use scratch
+_ENTRY_BY_ADDRESS = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+
+
+class LeanCall:
+    """Call a one-segment executable on NumPy arrays; falls back to `general(arrays)`
+    (a list of output arrays either way) whenever an argument needs converting."""
+
+    def __init__(self, entry_address: int, plan: Any, general: Callable[[Any], list],
+                 address_of: Callable[[np.ndarray], int],
+                 new_output: Callable[[tuple, np.dtype], tuple[np.ndarray, int]]):
+        in_dtypes, out_specs, order, table_type = plan
+        self._entry = _ENTRY_BY_ADDRESS(entry_address)
+        self._general, self._address_of, self._new_output = general, address_of, new_output
+        self._table = table_type()
+        self._table_address = ctypes.addressof(self._table)
+        self._dtypes = in_dtypes
+        self._slots: list[list[int]] = [[] for _ in range(len(in_dtypes) + len(out_specs))]
+        for slot, source in enumerate(order):
+            self._slots[source].append(slot)
+        self._last: list[Any] = [None] * len(in_dtypes)
+        self._outs: list[tuple[tuple, np.dtype, np.ndarray | None, list[int]]] = []
+        for j, (shape, dtype) in enumerate(out_specs):
+            slots = self._slots[len(in_dtypes) + j]
+            scratch = None
+            if int(np.prod(shape)) * np.dtype(dtype).itemsize <= KEEP_BYTES:
+                scratch = np.empty(shape, dtype)
+                for slot in slots:
+                    self._table[slot] = scratch.ctypes.data
+            self._outs.append((shape, dtype, scratch, slots))
+        scratches = [scratch for _, _, scratch, _ in self._outs if scratch is not None]
+        self._scratch = scratches if len(scratches) == len(self._outs) else None
+        self._lock = threading.Lock()
+
+    def __call__(self, arrays: Any) -> list[np.ndarray]:
+        if len(arrays) != len(self._dtypes) or not self._lock.acquire(False):
+            return self._general(arrays)
+        try:
+            if not all(map(operator.is_, arrays, self._last)) \
+                    and not self._bind_inputs(arrays):
+                return self._general(arrays)
+            if self._scratch is not None:  # every output small: the common tiny call
+                self._entry(self._table_address)
+                outs = [scratch.copy() for scratch in self._scratch]
+            else:
+                fresh = self._bind_outputs()
+                self._entry(self._table_address)
+                outs = [scratch.copy() if scratch is not None else fresh.pop(0)
+                        for _, _, scratch, _ in self._outs]
+        finally:
+            self._lock.release()
+        for out in outs:
+            out.flags.writeable = False
+        return outs
+
+    def _bind_inputs(self, arrays: Any) -> bool:
+        """Point the table at the arguments; False when one needs converting first."""
+        last, table = self._last, self._table
+        for i, a in enumerate(arrays):
+            if a is last[i]:
+                continue
+            if type(a) is not np.ndarray or a.dtype != self._dtypes[i] \
+                    or not a.flags.c_contiguous:
+                return False
+            address = self._address_of(a)
+            for slot in self._slots[i]:
+                table[slot] = address
+            last[i] = a if a.nbytes <= KEEP_BYTES else None
+        return True
+
+    def _bind_outputs(self) -> list[np.ndarray]:
+        """Fresh arrays for the outputs too large for scratch, their slots pointed at them."""
+        fresh = []
+        for shape, dtype, scratch, slots in self._outs:
+            if scratch is None:
+                out, address = self._new_output(shape, dtype)
+                for slot in slots:
+                    self._table[slot] = address
+                fresh.append(out)
+        return fresh

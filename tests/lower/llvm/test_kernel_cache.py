@@ -1,0 +1,84 @@
+"""Object code per kernel (fgrad.lower.llvm.kernel_cache): a second program reuses a kernel
+compiled for the first, from memory and from disk; compile time is logged at INFO."""
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+from typing import Any
+
+import numpy as np
+
+import fgrad
+import fgrad.lower  # noqa: F401  (registers the llvm compiler)
+from fgrad import Tensor
+from fgrad.lower.llvm import kernel_cache
+from fgrad.lower.llvm import runtime as llvm_runtime
+from fgrad.transforms.jit_prim import open_jaxpr
+
+RNG = np.random.default_rng(7)
+
+
+def _softmax(x: np.ndarray) -> np.ndarray:
+    e = np.exp(x - x.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+def _delta(before: dict[str, int]) -> dict[str, int]:
+    return {k: kernel_cache.stats[k] - before.get(k, 0)
+            for k in ("memory_hits", "disk_hits", "builds")}
+
+
+def _scale(tag: float) -> Any:
+    return lambda x: (x * tag).softmax(axis=1)
+
+
+def test_a_second_program_reuses_a_kernel_from_memory(tmp_path: Any, monkeypatch: Any):
+    monkeypatch.setenv("FGRAD_CACHE_DIR", str(tmp_path))
+    x = RNG.standard_normal((37, 53)).astype(np.float32)
+    before = dict(kernel_cache.stats)
+    first = fgrad.jit(_scale(1.75), backend="llvm")(Tensor(x)).numpy()
+    assert _delta(before)["builds"] >= 1
+    np.testing.assert_allclose(first, _softmax(x * np.float32(1.75)), rtol=1e-5, atol=1e-7)
+    before = dict(kernel_cache.stats)
+    both = fgrad.jit(lambda x: (_scale(1.75)(x), x.sum(axis=0)), backend="llvm")(Tensor(x))
+    assert _delta(before)["memory_hits"] >= 1
+    np.testing.assert_allclose(both[0].numpy(), first, rtol=1e-6)
+    np.testing.assert_allclose(both[1].numpy(), x.sum(axis=0), rtol=1e-5, atol=1e-5)
+
+
+def test_a_kernel_comes_back_from_disk_for_another_program(tmp_path: Any, monkeypatch: Any):
+    monkeypatch.setenv("FGRAD_CACHE_DIR", str(tmp_path))
+    x = RNG.standard_normal((29, 61)).astype(np.float32)
+    fgrad.jit(_scale(2.25), backend="llvm")(Tensor(x))
+    assert os.listdir(tmp_path / kernel_cache.FOLDER)
+    llvm_runtime.clear_memory_cache()
+    before = dict(kernel_cache.stats)
+    got = fgrad.jit(lambda x: (_scale(2.25)(x), x.max(axis=0)), backend="llvm")(Tensor(x))
+    delta = _delta(before)
+    assert delta["disk_hits"] >= 1 and delta["memory_hits"] == 0
+    np.testing.assert_allclose(got[0].numpy(), _softmax(x * np.float32(2.25)), rtol=1e-5,
+                               atol=1e-7)
+    np.testing.assert_array_equal(got[1].numpy(), x.max(axis=0))
+
+
+def test_identical_kernels_share_one_symbol_whatever_their_names():
+    x = Tensor(RNG.standard_normal((8, 16)).astype(np.float32))
+    jaxpr = fgrad.make_jaxpr(lambda a: a.exp().sum(axis=1))(x)
+    (kernel,) = llvm_runtime.plan(open_jaxpr(jaxpr)[0]).kernels
+    twin = dataclasses.replace(kernel, name="another_name")
+    jaxpr = fgrad.make_jaxpr(lambda a: a.exp().max(axis=1))(x)
+    (other,) = llvm_runtime.plan(open_jaxpr(jaxpr)[0]).kernels
+    compiled = kernel_cache.compile_kernels([kernel, twin], llvm_runtime.cache_key)
+    assert compiled[kernel.name].symbol == compiled["another_name"].symbol
+    assert other.name == kernel.name  # the same name, another loop nest: another symbol
+    changed = kernel_cache.compile_kernels([other], llvm_runtime.cache_key)
+    assert changed[other.name].symbol != compiled[kernel.name].symbol
+
+
+def test_compile_time_is_logged_at_info(caplog: Any, tmp_path: Any, monkeypatch: Any):
+    monkeypatch.setenv("FGRAD_CACHE_DIR", str(tmp_path))
+    with caplog.at_level(logging.INFO, logger="fgrad.compile"):
+        fgrad.jit(lambda x: (x * 3.5).tanh(), backend="llvm")(Tensor(np.ones(5, np.float32)))
+    lines = [r.getMessage() for r in caplog.records if r.name == "fgrad.compile"]
+    assert lines and "kernels" in lines[-1] and " ms" in lines[-1]

@@ -1,0 +1,61 @@
+"""Large leading-axes reductions split in two (fgrad.lower.schedule.split_reduce): results
+against NumPy, and the threads plan shows the first stage shared by the pool."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import fgrad
+import fgrad.lower  # noqa: F401  (registers the llvm compiler)
+from fgrad import Tensor
+from fgrad.lower.llvm.runtime import plan
+from fgrad.lower.llvm.threads import describe_threads
+from fgrad.lower.schedule.split_reduce import MIN_ELEMENTS, split_reductions
+from fgrad.transforms.jit_prim import open_jaxpr
+
+RNG = np.random.default_rng(3)
+CASES = {
+    "full sum": (lambda x: x.sum(), lambda x: x.sum(dtype=np.float64)),
+    "column sum": (lambda x: x.sum(axis=0), lambda x: x.sum(axis=0, dtype=np.float64)),
+    "full max": (lambda x: x.max(), lambda x: x.max()),
+    "column min of a product": (lambda x: (x * x - 1).min(axis=0), lambda x: (x * x - 1).min(0)),
+    "two leading axes": (lambda x: x.reshape(32, 64, 512).sum(axis=(0, 1)),
+                         lambda x: x.reshape(32, 64, 512).sum(axis=(0, 1), dtype=np.float64)),
+}
+
+
+def _jaxpr(fn, x):
+    return open_jaxpr(fgrad.make_jaxpr(fn)(Tensor(x)))[0]
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_split_reductions_match_numpy_and_use_the_pool(name):
+    fn, ref = CASES[name]
+    x = RNG.standard_normal((2048, 512)).astype(np.float32)
+    assert x.size >= MIN_ELEMENTS
+    jaxpr = _jaxpr(fn, x)
+    assert split_reductions(jaxpr) is not jaxpr
+    assert "split" in describe_threads(plan(jaxpr))
+    got = fgrad.jit(fn, backend="llvm")(Tensor(x)).numpy()
+    np.testing.assert_allclose(got, ref(x), rtol=2e-5, atol=1e-3)
+
+
+def test_integer_sums_stay_exact():
+    x = RNG.integers(-1000, 1000, (4096, 512)).astype(np.int32)
+    got = fgrad.jit(lambda t: (t.sum(), t.sum(axis=0)), backend="llvm")(Tensor(x))
+    assert int(got[0].numpy()) == int(x.sum())
+    np.testing.assert_array_equal(got[1].numpy(), x.sum(axis=0))
+
+
+def test_small_and_trailing_reductions_are_left_alone():
+    small = RNG.standard_normal((64, 64)).astype(np.float32)
+    rows = RNG.standard_normal((2048, 512)).astype(np.float32)
+    for fn, x in [(lambda t: t.sum(), small), (lambda t: t.sum(axis=1), rows)]:
+        jaxpr = _jaxpr(fn, x)
+        assert split_reductions(jaxpr) is jaxpr
+
+
+def test_an_extent_without_a_suitable_divisor_is_left_alone():
+    x = RNG.standard_normal((1031, 1031)).astype(np.float32)  # 1031 is prime
+    jaxpr = _jaxpr(lambda t: t.sum(axis=0), x)
+    assert split_reductions(jaxpr) is jaxpr
