@@ -194,7 +194,9 @@ class _Loader:
             _scan_pickle(self.blob, data)
         loader = self
 
-        class Restricted(pickle.Unpickler):
+        class Restricted(_BuildCheckingUnpickler):
+            source_name = loader.blob.name
+
             def find_class(self, module: str, name: str) -> Any:
                 return loader.find_class(module, name)
 
@@ -204,6 +206,31 @@ class _Loader:
                 return storages(pid)
 
         return Restricted(ByteStream(data)).load()
+
+
+class _BuildCheckingUnpickler(pickle._Unpickler):  # type: ignore[name-defined,misc]
+    """The pure-Python unpickler with BUILD limited to OrderedDicts the pickle created.
+
+    BUILD sets attributes on the object below it on the stack; on an allow-listed global
+    (a dtype singleton, a rebuild function) that would rewrite fgrad's own objects
+    process-wide. Only `OrderedDict` instances (whose `_metadata` torch pickles this way)
+    take plain, non-dunder attributes.
+    """
+
+    dispatch = dict(pickle._Unpickler.dispatch)  # type: ignore[attr-defined]
+    source_name = "<pickle>"
+
+    def load_build(self) -> None:
+        state = self.stack.pop()
+        inst = self.stack[-1]
+        if type(inst) is not collections.OrderedDict or not isinstance(state, dict) or not all(
+                isinstance(k, str) and not k.startswith("__") for k in state):
+            raise UnsafePickleError(
+                f"{self.source_name}: refusing BUILD (attribute setting) on a {type(inst).__name__}: torch_load "
+                f"only sets plain attributes on OrderedDicts the checkpoint itself creates")
+        inst.__dict__.update(state)
+
+    dispatch[pickle.BUILD[0]] = load_build
 
 
 def _contiguous_strides(size: tuple[int, ...]) -> tuple[int, ...]:
