@@ -7,6 +7,7 @@ from fgrad.core.dtypes import DType, dtypes
 from fgrad.core.ir import ClosedJaxpr, Jaxpr
 from fgrad.core.tensor import ConcretizationError, Tensor
 from fgrad import lax, nn, optim, random
+from fgrad.transforms.caches import clear_caches
 from fgrad.transforms import (checkpoint, custom_jvp, custom_vjp, grad, hessian, jacfwd,
                               jacrev, jit, jvp, linearize, stop_gradient, value_and_grad,
                               vjp, vmap)
@@ -14,6 +15,6 @@ from fgrad.transforms import (checkpoint, custom_jvp, custom_vjp, grad, hessian,
 remat = checkpoint
 __version__ = "0.1.0"
 __all__ = ["ClosedJaxpr", "ConcretizationError", "DType", "Jaxpr", "Tensor", "checkpoint",
-           "custom_jvp", "custom_vjp", "device_put", "devices", "dtypes", "grad", "hessian",
+           "clear_caches", "custom_jvp", "custom_vjp", "device_put", "devices", "dtypes", "grad", "hessian",
            "jacfwd", "jacrev", "jit", "jvp", "lax", "linearize", "make_jaxpr", "nn", "optim",
            "random", "remat", "stop_gradient", "tree_util", "value_and_grad", "vjp", "vmap"]

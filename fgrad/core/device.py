@@ -98,6 +98,12 @@ def common_device(prim_name: str, arrays: Sequence[Any]) -> str:
 
 
 _programs: dict[Any, Any] = {}
+_PROGRAMS_KEPT = 512
+
+
+def clear_programs() -> None:
+    """Forget the compiled single-primitive programs of eager device ops."""
+    _programs.clear()
 
 
 def _program_key(prim: Any, avals: Sequence[Any], params: dict, device: str) -> Any:
@@ -125,6 +131,8 @@ def eval_on_device(prim: Any, arrays: Sequence[Any], avals: Sequence[Any], param
         jaxpr, consts = open_jaxpr(closed)
         entry = (jaxpr, [put(c._data, device) for c in consts])
         if key is not None:
+            if len(_programs) >= _PROGRAMS_KEPT:
+                _programs.pop(next(iter(_programs)), None)
             _programs[key] = entry
     jaxpr, consts = entry
     return list(executable_for(jaxpr, "opencl")(*consts, *arrays))

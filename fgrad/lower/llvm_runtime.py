@@ -28,6 +28,7 @@ import llvmlite
 import llvmlite.binding as llvm
 import numpy as np
 
+from fgrad import flags
 from fgrad.core.ir import Eqn, Jaxpr, Literal, Var
 from fgrad.lower import disk_cache
 from fgrad.lower import program as program_lib
@@ -106,7 +107,6 @@ def optimized_ir(program: Program) -> str:
 # ---------------------------------------------------------------------------- compiling
 
 _ENGINES: collections.OrderedDict[str, Any] = collections.OrderedDict()
-_ENGINES_KEPT = 256
 _engines_lock = threading.Lock()
 compile_stats: collections.Counter[str] = collections.Counter()  # memory/disk hits, builds
 
@@ -168,7 +168,7 @@ def compiled_engine(module: Any) -> Any:
             disk_cache.store(key, obj)
     with _engines_lock:
         _ENGINES[key] = engine
-        while len(_ENGINES) > _ENGINES_KEPT:
+        while len(_ENGINES) > flags.jit_cache_size():
             _ENGINES.popitem(last=False)
     return engine
 

@@ -9,9 +9,12 @@ call: an output may reuse their memory, and using them afterwards raises.
 """
 from __future__ import annotations
 
+import collections
 import functools
 import logging
+import threading
 import time
+import weakref
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
@@ -28,6 +31,7 @@ from fgrad.transforms.jit_prim import call_closed, open_jaxpr
 log = logging.getLogger("fgrad.jit")
 BACKENDS = ("numpy", "llvm", "opencl")
 _MISS = object()
+_LIVE: "weakref.WeakSet[JittedFunction]" = weakref.WeakSet()  # for fgrad.clear_caches()
 
 
 @dataclass
@@ -45,6 +49,12 @@ class CacheInfo:
 
 
 def _hashable_static(value: Any, where: str) -> Any:
+    import numpy as np
+    if isinstance(value, (Tensor, np.ndarray)):
+        raise TypeError(f"static argument {where} is a {type(value).__name__}; static "
+                        f"arguments are Python values baked into the trace (numbers, "
+                        f"strings, tuples). Pass array data as a regular argument, or "
+                        f"convert it (e.g. tuple(x.tolist())) if it must be static")
     try:
         hash(value)
     except TypeError:
@@ -85,14 +95,22 @@ class JittedFunction:
     def __init__(self, fn: Callable[..., Any], static_argnums: tuple[int, ...],
                  static_argnames: tuple[str, ...], donate_argnums: tuple[int, ...],
                  backend: str | None):
-        self.fn, self.static_argnums = fn, static_argnums
-        self.static_argnames = static_argnames + _names_of(fn, static_argnums)
+        from fgrad.transforms.jit_checks import check_static, positions_of
+        check_static(fn, static_argnums, static_argnames, donate_argnums)
+        self.fn = fn
+        self.static_argnums = tuple(dict.fromkeys(
+            static_argnums + positions_of(fn, static_argnames)))
+        self.static_argnames = static_argnames + _names_of(fn, self.static_argnums)
         self.donate_argnums = donate_argnums
         self.backend = backend
-        self._cache: dict[Any, tuple[ClosedJaxpr, Any]] = {}
-        self._fast: dict[Any, tuple[Callable[..., Any], Any, bool]] = {}
-        self._signatures: list[tuple[Any, list[str]]] = []
+        self._cache: collections.OrderedDict[Any, tuple[ClosedJaxpr, Any]] = \
+            collections.OrderedDict()
+        self._fast: collections.OrderedDict[Any, tuple[Callable[..., Any], Any, bool]] = \
+            collections.OrderedDict()
+        self._signatures: list[tuple[Any, list[str]]] = []  # the last traced signature
+        self._lock = threading.RLock()  # one trace per signature, even from many threads
         self.info = CacheInfo()
+        _LIVE.add(self)
         self.last_retrace_reason: str | None = None
         functools.update_wrapper(self, fn, updated=())  # never merge fn.__dict__ into self
 
@@ -137,15 +155,19 @@ class JittedFunction:
     def _lookup(self, args: tuple, kwargs: dict) -> tuple[ClosedJaxpr, Any, list[Any]]:
         key, leaves, descs, static, s_kw, treedef = self._signature(args, kwargs)
         entry = self._cache.get(key)
-        if entry is not None:
-            self.info.hits += 1
-            return entry[0], entry[1], leaves
-        self.info.misses += 1
-        self._explain_retrace(key, descs)
-        closed, out_tree = self._trace(leaves, descs, static, s_kw, treedef)
-        self._cache[key] = (closed, out_tree)
-        self._signatures.append((key, descs))
-        return closed, out_tree, leaves
+        if entry is None:
+            with self._lock:
+                entry = self._cache.get(key)
+                if entry is None:
+                    self.info.misses += 1
+                    self._explain_retrace(key, descs)
+                    entry = self._trace(leaves, descs, static, s_kw, treedef)
+                    _bounded_put(self._cache, key, entry)
+                    self._signatures[:] = [(key, descs)]
+                    return entry[0], entry[1], leaves
+        self.info.hits += 1
+        _touch(self._cache, key)
+        return entry[0], entry[1], leaves
 
     def _explain_retrace(self, key: tuple, descs: list[str]) -> None:
         if not self._signatures:
@@ -201,7 +223,8 @@ class JittedFunction:
         exe = executables.executable_for(jaxpr, backend)
         run = functools.partial(exe, *[c._data for c in consts]) if consts else exe
         single = out_tree == tree_util.tree_structure(0)
-        self._fast[found[0]] = (run, out_tree, single)
+        with self._lock:
+            _bounded_put(self._fast, found[0], (run, out_tree, single))
 
     def _call_donating(self, closed: ClosedJaxpr, leaves: list[Any], args: tuple) -> list[Any]:
         """An eager call that consumes the donated arguments (under a transformation,
@@ -222,10 +245,26 @@ class JittedFunction:
         return self.info
 
     def clear_cache(self) -> None:
-        """Forget every traced signature."""
-        self._cache.clear()
-        self._fast.clear()
-        self._signatures.clear()
+        """Forget every traced signature (and so free their compiled programs)."""
+        with self._lock:
+            self._cache.clear()
+            self._fast.clear()
+            self._signatures.clear()
+
+
+def _bounded_put(cache: collections.OrderedDict, key: Any, value: Any) -> None:
+    """Insert as most recent; drop the least recently used beyond `flags.jit_cache_size()`."""
+    cache[key] = value
+    cache.move_to_end(key)
+    while len(cache) > flags.jit_cache_size():
+        cache.popitem(last=False)
+
+
+def _touch(cache: collections.OrderedDict, key: Any) -> None:
+    try:
+        cache.move_to_end(key)
+    except KeyError:  # evicted by another thread meanwhile
+        pass
 
 
 def _fast_key(args: tuple, backend: str) -> tuple[Any, list[Any]] | None:
@@ -317,6 +356,10 @@ def jit(fn: Callable[..., Any] | None = None, *, static_argnums: int | Sequence[
     if both:
         raise ValueError(f"jit: arguments {sorted(both)} are both static and donated; a static "
                          f"argument has no buffer to donate, remove it from donate_argnums")
+
+    if fn is not None and not callable(fn):
+        raise TypeError(f"jit expects a function, got {type(fn).__name__} {fn!r}; use "
+                        f"jit(f) or @jit on a def")
 
     def wrap(f: Callable[..., Any]) -> JittedFunction:
         return JittedFunction(f, as_tuple(static_argnums), as_tuple(static_argnames),
