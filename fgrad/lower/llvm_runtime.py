@@ -108,6 +108,7 @@ def optimized_ir(program: Program) -> str:
 
 _ENGINES: collections.OrderedDict[str, Any] = collections.OrderedDict()
 _engines_lock = threading.Lock()
+_build_lock = threading.Lock()  # one LLVM compile at a time (shared target machine)
 compile_stats: collections.Counter[str] = collections.Counter()  # memory/disk hits, builds
 
 
@@ -157,15 +158,16 @@ def compiled_engine(module: Any) -> Any:
             _ENGINES.move_to_end(key)
             compile_stats["memory_hits"] += 1
             return engine
-    obj = disk_cache.load(key)
-    engine = _load(obj) if obj else None
-    if engine is not None:
-        compile_stats["disk_hits"] += 1
-    else:
-        engine, obj = _build(text)
-        compile_stats["builds"] += 1
-        if obj:
-            disk_cache.store(key, obj)
+    with _build_lock:
+        obj = disk_cache.load(key)
+        engine = _load(obj) if obj else None
+        if engine is not None:
+            compile_stats["disk_hits"] += 1
+        else:
+            engine, obj = _build(text)
+            compile_stats["builds"] += 1
+            if obj:
+                disk_cache.store(key, obj)
     with _engines_lock:
         _ENGINES[key] = engine
         while len(_ENGINES) > flags.jit_cache_size():
