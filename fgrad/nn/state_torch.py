@@ -20,6 +20,7 @@ import pickle
 import pickletools
 import struct
 import zipfile
+import zlib
 from typing import Any, Callable
 
 import numpy as np
@@ -282,15 +283,29 @@ def _zip_entries(blob: Blob) -> dict[str, np.ndarray]:
         if info.compress_type != zipfile.ZIP_STORED:
             raise blob.fail(f"zip entry {info.filename!r} is compressed; torch.save writes "
                             f"stored entries only")
-        header = Cursor(blob, info.header_offset)
-        if header.take(4, "zip local header").tobytes() != b"PK\x03\x04":
-            raise blob.fail(f"zip entry {info.filename!r} has no local header")
-        header.pos += 22
-        name_len = header.unpack("H", "zip local header")
-        extra_len = header.unpack("H", "zip local header")
-        start = header.pos + name_len + extra_len
-        entries[info.filename] = blob.view(start, info.file_size, f"zip entry {info.filename!r}")
+        entries[info.filename] = _entry_bytes(blob, info)
     return entries
+
+
+def _entry_bytes(blob: Blob, info: zipfile.ZipInfo) -> np.ndarray:
+    """An entry's bytes, after checking that its local header names the same file as the
+    central directory and that the bytes match the directory's CRC-32 (as `zipfile` does),
+    so a damaged directory cannot make one tensor read another entry's bytes."""
+    header = Cursor(blob, info.header_offset)
+    if header.take(4, "zip local header").tobytes() != b"PK\x03\x04":
+        raise blob.fail(f"zip entry {info.filename!r} has no local header")
+    header.pos += 22
+    name_len = header.unpack("H", "zip local header")
+    extra_len = header.unpack("H", "zip local header")
+    local_name = header.take(name_len, "zip local header name").tobytes()
+    encoding = "utf-8" if info.flag_bits & 0x800 else "cp437"
+    if local_name.decode(encoding, "replace") != info.orig_filename:
+        raise blob.fail(f"zip entry {info.filename!r}: its local header names "
+                        f"{local_name!r} (corrupted central directory)")
+    data = blob.view(header.pos + extra_len, info.file_size, f"zip entry {info.filename!r}")
+    if zlib.crc32(memoryview(data)) != info.CRC:
+        raise blob.fail(f"zip entry {info.filename!r} fails its CRC-32 check (corrupted)")
+    return data
 
 
 def _load_zip(blob: Blob) -> Any:

@@ -69,3 +69,58 @@ def test_ordered_dict_metadata_still_loads():
     loaded = state.torch_load(torch_zip(pickle.dumps(od, protocol=2)))
     assert type(loaded) is collections.OrderedDict and loaded["a"] == 1
     assert loaded._metadata == {"": {"version": 1}}
+
+
+# --------------------------------------------------------------------------- item 8: zip
+
+
+def two_storage_checkpoint() -> bytes:
+    def text(t: bytes) -> bytes:
+        return b"X" + struct.pack("<I", len(t)) + t
+
+    tensor = (b"ctorch._utils\n_rebuild_tensor_v2\n((" + text(b"storage")
+              + b"ctorch\nFloatStorage\n%s" + text(b"cpu") + b"K\x02tQK\x00K\x02\x85K\x01\x85"
+              + b"\x89ccollections\nOrderedDict\n)RtR")
+    pkl = (b"\x80\x02}(" + text(b"a") + tensor % text(b"0") + text(b"b")
+           + tensor % text(b"1") + b"u.")
+    return torch_zip(pkl, {"0": np.array([1, 2], np.float32).tobytes(),
+                           "1": np.array([7, 8], np.float32).tobytes()})
+
+
+def redirect_central_entry(data: bytes, name: bytes, to: bytes) -> bytes:
+    """Point the central-directory record of `name` at the local header of `to`."""
+    out = bytearray(data)
+    offsets = {}
+    pos = out.find(b"PK\x01\x02")
+    while pos >= 0:
+        n = struct.unpack_from("<H", out, pos + 28)[0]
+        offsets[bytes(out[pos + 46:pos + 46 + n])] = pos
+        pos = out.find(b"PK\x01\x02", pos + 4)
+    target = struct.unpack_from("<I", out, offsets[to] + 42)[0]
+    struct.pack_into("<I", out, offsets[name] + 42, target)
+    return bytes(out)
+
+
+def test_hand_built_two_storage_checkpoint_loads():
+    loaded = state.torch_load(two_storage_checkpoint())
+    np.testing.assert_array_equal(loaded["a"].numpy(), [1, 2])
+    np.testing.assert_array_equal(loaded["b"].numpy(), [7, 8])
+
+
+def test_central_directory_pointing_at_another_entry_is_refused():
+    bad = redirect_central_entry(two_storage_checkpoint(), b"archive/data/0",
+                                 b"archive/data/1")
+    with zipfile.ZipFile(io.BytesIO(bad)) as z:  # the reference reader refuses it too
+        with pytest.raises(zipfile.BadZipFile):
+            z.read("archive/data/0")
+    with pytest.raises(StateFileError, match="local header names"):
+        state.torch_load(bad)
+
+
+def test_storage_bytes_failing_crc_are_refused():
+    data = bytearray(two_storage_checkpoint())
+    at = data.find(np.array([7, 8], np.float32).tobytes())
+    data[at] ^= 0x40
+    with pytest.raises(StateFileError, match="CRC-32"):
+        state.torch_load(bytes(data))
+    assert zlib.crc32(b"") == 0
