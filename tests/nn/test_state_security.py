@@ -2,6 +2,7 @@
 reads another entry's bytes, or escapes `StateFileError` (issue 18, items 1, 8, 11, 12)."""
 import collections
 import io
+import json
 import pickle
 import struct
 import zipfile
@@ -124,3 +125,55 @@ def test_storage_bytes_failing_crc_are_refused():
     with pytest.raises(StateFileError, match="CRC-32"):
         state.torch_load(bytes(data))
     assert zlib.crc32(b"") == 0
+
+
+# --------------------------------------------------------------------------- item 11: shapes
+
+
+def safetensors_file(shape, nbytes=0, dtype="F32"):
+    header = json.dumps({"t": {"dtype": dtype, "shape": shape,
+                               "data_offsets": [0, nbytes]}}).encode()
+    return struct.pack("<Q", len(header)) + header + bytes(nbytes)
+
+
+@pytest.mark.parametrize("shape,nbytes", [
+    ([2 ** 63], 0), ([2 ** 64, 0], 0), ([0, 2 ** 63], 0), ([1] * 65, 4), ([0] * 65, 0),
+    ([2 ** 40, 2 ** 40, 0], 0), ([2 ** 62, 2 ** 62, 0], 0), ([2 ** 61, 0], 0)])
+def test_safetensors_shapes_numpy_cannot_hold_raise_state_file_error(shape, nbytes):
+    with pytest.raises(StateFileError, match="tensor 't'"):
+        state.safe_load(safetensors_file(shape, nbytes))
+
+
+def test_safetensors_edge_shapes_that_fit_still_load():
+    loaded = state.safe_load(safetensors_file([1] * 64, 4))
+    assert loaded["t"].shape == (1,) * 64
+    assert state.safe_load(safetensors_file([2 ** 20, 0]))["t"].shape == (2 ** 20, 0)
+
+
+# --------------------------------------------------------------------------- item 12: GGUF
+
+
+def gguf_with_array(values: np.ndarray, etype: int) -> bytes:
+    key = b"big.array"
+    return (b"GGUF" + struct.pack("<IQQ", 3, 0, 1) + struct.pack("<Q", len(key)) + key
+            + struct.pack("<IIQ", 9, etype, values.size) + values.tobytes())
+
+
+def test_gguf_numeric_metadata_arrays_are_numpy_and_small():
+    import tracemalloc
+    values = np.arange(1_000_000, dtype="<u4") * 3
+    data = gguf_with_array(values, 4)
+    tracemalloc.start()
+    kv, tensors = state.gguf_load(data)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert tensors == {}
+    arr = kv["big.array"]
+    assert isinstance(arr, np.ndarray) and arr.dtype == np.uint32 and not arr.flags.writeable
+    np.testing.assert_array_equal(arr, values)
+    assert peak < 2 * len(data), f"loading used {peak} bytes for a {len(data)}-byte file"
+
+
+def test_gguf_bool_metadata_array():
+    kv, _ = state.gguf_load(gguf_with_array(np.array([0, 1, 2, 0], np.uint8), 7))
+    np.testing.assert_array_equal(kv["big.array"], [False, True, True, False])
