@@ -22,17 +22,19 @@ def position_dtype(count: int) -> DType:
     return dtypes.int32 if count < INT32_LIMIT else dtypes.int64
 
 
-def axis_index(idx: Any, n: int, dtype: DType, traced: bool) -> tuple[Any, Any]:
+def axis_index(idx: Any, n: int, dtype: DType, clamp: bool, check: bool = False
+               ) -> tuple[Any, Any]:
     """`idx` into an axis of length `n` as `dtype`, negative entries counted from the end;
-    when `traced`, clamped into [0, n) and returned with a bool mask of the entries that were
-    in range (None when not traced)."""
+    with `clamp`, clamped into [0, n); with `check`, also a bool mask of the entries that
+    were in range (else None). Traced indices need both; known ones are checked eagerly."""
     if n >= INT32_LIMIT and idx.dtype.itemsize < 8:
         idx = idx.cast(dtypes.int64)  # idx + n must not overflow
     if not idx.dtype.is_unsigned:
         idx = (idx >= 0).where(idx, idx + n)
     valid = None
-    if traced:
+    if check:
         valid = (idx < n) if idx.dtype.is_unsigned else (idx >= 0) & (idx < n)
+    if clamp:
         idx = idx.maximum(0).minimum(max(n - 1, 0))
     return idx.cast(dtype), valid
 

@@ -150,7 +150,9 @@ def _advanced(y: Any, advanced: list[tuple[int, Any]], valid: list[Any] | None =
     itype = position_dtype(flat.shape[0])
     for (a, idx), stride_pos in zip(advanced, range(len(advanced))):
         stride = int(np.prod(sizes[stride_pos + 1:], dtype=object))
-        part, part_ok = axis_index(idx, y.shape[a], itype, isinstance(idx, Tracer))
+        traced = isinstance(idx, Tracer)  # (a lone index is clamped by gather itself)
+        part, part_ok = axis_index(idx, y.shape[a], itype, traced and len(advanced) > 1,
+                                   traced and valid is not None)
         part = broadcast_to(part, idx_shape)
         ok = combine_valid(ok, part_ok)
         part = part * stride if stride != 1 else part

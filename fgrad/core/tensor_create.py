@@ -24,6 +24,9 @@ def _shape(shape: tuple[Any, ...]) -> tuple[int, ...]:
     out = tuple(int(d) for d in shape)
     if any(d < 0 for d in out):
         raise ValueError(f"negative dimension in shape {out}")
+    if math.prod(max(d, 1) for d in out) >= 2 ** 63 or len(out) > 64:
+        raise ValueError(f"shape {out} is too large: a Tensor has at most 64 dimensions and "
+                         f"fewer than 2**63 elements (about {math.prod(out):.3g} requested)")
     return out
 
 

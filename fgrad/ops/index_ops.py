@@ -81,7 +81,8 @@ def _flat_positions(shape: tuple[int, ...], index: Any, dim: int) -> tuple[Any, 
     strides = [int(np.prod(shape[i + 1:], dtype=object)) for i in range(len(shape))] or [1]
     itype = position_dtype(int(np.prod(shape, dtype=object)))
     n = shape[dim] if shape else 1
-    index, valid = axis_index(index, n, itype, is_traced(index))
+    traced = is_traced(index)
+    index, valid = axis_index(index, n, itype, traced, traced)
     pos = index * strides[dim] if strides[dim] != 1 else index
     for axis in range(index.ndim):
         if axis != dim:

@@ -127,10 +127,10 @@ class JittedFunction:
         d_kw = {k: v for k, v in kwargs.items() if k not in self.static_argnames}
         pairs, treedef = tree_util.tree_flatten_with_path((tuple(dynamic), d_kw))
         name = fn_name(self.fn)
-        leaves = [to_tensor_leaf(x, f"argument {tree_util.keystr(p)} of {name}")
-                  for p, x in pairs]
         positions = [i for i in range(len(args)) if i not in static]
         descs = [_describe(self.fn, positions, p) for p, _ in pairs]
+        leaves = [to_tensor_leaf(x, f"argument {d} of {name}")
+                  for d, (_, x) in zip(descs, pairs, strict=True)]
         key = (treedef, tuple((x.shape, x.dtype) for x in leaves),
                tuple(sorted(static.items())), tuple(sorted(s_kw.items())))
         return key, leaves, descs, static, s_kw, treedef
