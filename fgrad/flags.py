@@ -6,6 +6,7 @@ FGRAD_CACHE_DIR     on-disk compile cache directory (default: the user cache dir
 FGRAD_OPENCL_DEVICE OpenCL device: "P:D" (platform:device indices), "CL:n" or a part of its name
 FGRAD_NUM_THREADS   threads of the llvm backend's large kernels (default: the usable CPUs; 1: off)
 FGRAD_JIT_CACHE_SIZE signatures kept per jitted function, and LLVM engines kept (default 64)
+FGRAD_TRACEBACK_FILTERING "off": keep fgrad's own frames in tracebacks of transformed code
 """
 from __future__ import annotations
 
@@ -57,3 +58,9 @@ def jit_cache_size() -> int:
         return max(1, int(value))
     except ValueError:
         raise ValueError(f"FGRAD_JIT_CACHE_SIZE must be an integer, got {value!r}") from None
+
+
+def traceback_filtering() -> bool:
+    """Whether errors raised under a transformation hide fgrad's internal frames."""
+    return os.environ.get("FGRAD_TRACEBACK_FILTERING", "on").lower() not in (
+        "off", "0", "false", "no")

@@ -5,6 +5,12 @@ from fgrad.transforms.custom import checkpoint, custom_jvp, custom_vjp
 from fgrad.transforms.jacobians import hessian, jacfwd, jacrev
 from fgrad.transforms.jit import jit
 from fgrad.transforms.jvp import jvp
+from fgrad.core.traceback_util import transform_boundary as _boundary
+
+# errors raised through these entry points show the user's frames, not fgrad's
+grad, value_and_grad, vjp, linearize = map(_boundary, (grad, value_and_grad, vjp, linearize))
+vmap, jvp, jacfwd, jacrev, hessian = map(_boundary, (vmap, jvp, jacfwd, jacrev, hessian))
+checkpoint = _boundary(checkpoint)
 
 __all__ = ["checkpoint", "custom_jvp", "custom_vjp", "grad", "hessian", "jacfwd", "jacrev",
            "jit", "jvp", "linearize", "stop_gradient", "value_and_grad", "vjp", "vmap"]

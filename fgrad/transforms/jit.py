@@ -25,6 +25,7 @@ from fgrad.core.ir import ClosedJaxpr
 from fgrad.core.staging import Origin, trace_to_jaxpr
 from fgrad.core.tensor import EvalTrace, Tensor
 from fgrad.core.trace import current_trace
+from fgrad.core.traceback_util import api_boundary
 from fgrad.transforms import executables
 from fgrad.transforms.jit_prim import call_closed, open_jaxpr
 
@@ -177,6 +178,7 @@ class JittedFunction:
         if flags.log_retrace():
             log.warning("retracing %s: %s", fn_name(self.fn), self.last_retrace_reason)
 
+    @api_boundary
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         fast = self._fast_call(args, kwargs)
         if fast is not _MISS:
@@ -235,6 +237,7 @@ class JittedFunction:
         return executables.call_donating(jaxpr, self._backend(), consts + leaves, mask,
                                          fn_name(self.fn))
 
+    @api_boundary
     def lower(self, *args: Any, **kwargs: Any) -> Lowered:
         """Stage for these arguments' signature; `.as_text()` / `.compile()` on the result."""
         closed, _, _ = self._lookup(args, kwargs)
