@@ -353,7 +353,13 @@ def jit(fn: Callable[..., Any] | None = None, *, static_argnums: int | Sequence[
     that nothing else references, and any later use of a donated Tensor raises. Donation
     applies to eager calls; under grad/vmap/jit it is ignored."""
     def as_tuple(x: Any) -> tuple:
-        return (x,) if isinstance(x, (int, str)) else tuple(x)
+        if isinstance(x, (int, str)):
+            return (x,)
+        try:
+            return tuple(x)
+        except TypeError:
+            raise TypeError(f"jit: argument numbers and names must be an int / str or a "
+                            f"sequence of them, got {x!r}") from None
 
     both = set(as_tuple(static_argnums)) & set(as_tuple(donate_argnums))
     if both:

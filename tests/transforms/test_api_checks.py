@@ -40,6 +40,8 @@ def test_jit_of_a_non_callable_fails_at_jit_time():
         fgrad.jit(5)
     with pytest.raises(TypeError, match="static_argnums must hold ints"):
         fgrad.jit(one_arg, static_argnums=("x",))
+    with pytest.raises(TypeError, match="an int / str or a sequence"):
+        fgrad.jit(one_arg, static_argnums=1.0)
 
 
 def test_static_argname_passed_positionally_is_static():
