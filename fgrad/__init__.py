@@ -15,6 +15,6 @@ from fgrad.transforms import (checkpoint, custom_jvp, custom_vjp, grad, hessian,
 remat = checkpoint
 __version__ = "0.1.0"
 __all__ = ["ClosedJaxpr", "ConcretizationError", "DType", "Jaxpr", "Tensor", "checkpoint",
-           "clear_caches", "custom_jvp", "custom_vjp", "device_put", "devices", "dtypes", "grad", "hessian",
-           "jacfwd", "jacrev", "jit", "jvp", "lax", "linearize", "make_jaxpr", "nn", "optim",
-           "random", "remat", "stop_gradient", "tree_util", "value_and_grad", "vjp", "vmap"]
+           "clear_caches", "custom_jvp", "custom_vjp", "device_put", "devices", "dtypes", "grad",
+           "hessian", "jacfwd", "jacrev", "jit", "jvp", "lax", "linearize", "make_jaxpr", "nn",
+           "optim", "random", "remat", "stop_gradient", "tree_util", "value_and_grad", "vjp", "vmap"]

@@ -98,7 +98,7 @@ def annotate_tracing_error(err: BaseException, what: str) -> None:
     line = user_line(err.__traceback__)
     if line is None:
         return
-    err._fgrad_line = True  # type: ignore[attr-defined]
+    setattr(err, "_fgrad_line", True)
     extra = f"\n  (while tracing {what}, at {line})"
     if len(err.args) == 1 and isinstance(err.args[0], str):
         err.args = (err.args[0] + extra,)

@@ -222,16 +222,17 @@ class _BuildCheckingUnpickler(pickle._Unpickler):  # type: ignore[name-defined,m
     source_name = "<pickle>"
 
     def load_build(self) -> None:
-        state = self.stack.pop()
-        inst = self.stack[-1]
+        state = self.stack.pop()  # type: ignore[attr-defined]
+        inst = self.stack[-1]  # type: ignore[attr-defined]
         if type(inst) is not collections.OrderedDict or not isinstance(state, dict) or not all(
                 isinstance(k, str) and not k.startswith("__") for k in state):
             raise UnsafePickleError(
-                f"{self.source_name}: refusing BUILD (attribute setting) on a {type(inst).__name__}: torch_load "
-                f"only sets plain attributes on OrderedDicts the checkpoint itself creates")
+                f"{self.source_name}: refusing BUILD (attribute setting) on a "
+                f"{type(inst).__name__}: torch_load only sets plain attributes on "
+                f"OrderedDicts the checkpoint itself creates")
         inst.__dict__.update(state)
 
-    dispatch[pickle.BUILD[0]] = load_build
+    dispatch[pickle.BUILD[0]] = load_build  # type: ignore[assignment]
 
 
 def _contiguous_strides(size: tuple[int, ...]) -> tuple[int, ...]:
@@ -303,7 +304,7 @@ def _entry_bytes(blob: Blob, info: zipfile.ZipInfo) -> np.ndarray:
         raise blob.fail(f"zip entry {info.filename!r}: its local header names "
                         f"{local_name!r} (corrupted central directory)")
     data = blob.view(header.pos + extra_len, info.file_size, f"zip entry {info.filename!r}")
-    if zlib.crc32(memoryview(data)) != info.CRC:
+    if zlib.crc32(data) != info.CRC:  # type: ignore[arg-type]
         raise blob.fail(f"zip entry {info.filename!r} fails its CRC-32 check (corrupted)")
     return data
 

@@ -8,8 +8,9 @@ from fgrad.transforms.jvp import jvp
 from fgrad.core.traceback_util import transform_boundary as _boundary
 
 # errors raised through these entry points show the user's frames, not fgrad's
-grad, value_and_grad, vjp, linearize = map(_boundary, (grad, value_and_grad, vjp, linearize))
-vmap, jvp, jacfwd, jacrev, hessian = map(_boundary, (vmap, jvp, jacfwd, jacrev, hessian))
+grad, value_and_grad, vjp = _boundary(grad), _boundary(value_and_grad), _boundary(vjp)
+linearize, vmap, jvp = _boundary(linearize), _boundary(vmap), _boundary(jvp)
+jacfwd, jacrev, hessian = _boundary(jacfwd), _boundary(jacrev), _boundary(hessian)
 checkpoint = _boundary(checkpoint)
 
 __all__ = ["checkpoint", "custom_jvp", "custom_vjp", "grad", "hessian", "jacfwd", "jacrev",
