@@ -44,24 +44,30 @@ def filter_traceback(tb: types.TracebackType | None) -> tuple[Any, int]:
     return out, removed
 
 
+def filtered(err: BaseException) -> BaseException:
+    """`err` with fgrad's frames removed from its traceback (and a note saying so), unless
+    filtering is off; re-raise what this returns (`raise filtered(err)`). Each boundary
+    filters what it sees, so nested boundaries leave none; the note is kept once."""
+    if not flags.traceback_filtering():
+        return err
+    tb, removed = filter_traceback(err.__traceback__)
+    if not removed or tb is None:
+        return err
+    total = getattr(err, "_fgrad_removed", 0) + removed
+    setattr(err, "_fgrad_removed", total)
+    notes = [n for n in getattr(err, "__notes__", []) if not n.startswith("fgrad removed")]
+    err.__notes__ = notes + [_NOTE.format(n=total)]
+    return err.with_traceback(tb)
+
+
 def api_boundary(fn: F) -> F:
-    """Decorate a public entry point: errors leaving it lose fgrad's frames (each boundary
-    filters what it sees, so nested boundaries leave none; the note is added once)."""
+    """Decorate a public entry point: errors leaving it lose fgrad's frames."""
     @functools.wraps(fn)
     def boundary(*args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
         except Exception as err:
-            if not flags.traceback_filtering():
-                raise
-            tb, removed = filter_traceback(err.__traceback__)
-            if not removed or tb is None:
-                raise
-            total = getattr(err, "_fgrad_removed", 0) + removed
-            err._fgrad_removed = total  # type: ignore[attr-defined]
-            notes = [n for n in getattr(err, "__notes__", []) if not n.startswith("fgrad ")]
-            err.__notes__ = notes + [_NOTE.format(n=total)]
-            raise err.with_traceback(tb) from err.__cause__
+            raise filtered(err)
     return boundary  # type: ignore[return-value]
 
 

@@ -25,7 +25,7 @@ from fgrad.core.ir import ClosedJaxpr
 from fgrad.core.staging import Origin, trace_to_jaxpr
 from fgrad.core.tensor import EvalTrace, Tensor
 from fgrad.core.trace import current_trace
-from fgrad.core.traceback_util import api_boundary
+from fgrad.core.traceback_util import api_boundary, filtered
 from fgrad.transforms import executables
 from fgrad.transforms.jit_prim import call_closed, open_jaxpr
 
@@ -178,11 +178,16 @@ class JittedFunction:
         if flags.log_retrace():
             log.warning("retracing %s: %s", fn_name(self.fn), self.last_retrace_reason)
 
-    @api_boundary
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        fast = self._fast_call(args, kwargs)
-        if fast is not _MISS:
-            return fast
+        try:  # (not a decorator: this is the hot path of every jitted call)
+            fast = self._fast_call(args, kwargs)
+            if fast is not _MISS:
+                return fast
+            return self._general_call(args, kwargs)
+        except Exception as err:
+            raise filtered(err)
+
+    def _general_call(self, args: tuple, kwargs: dict) -> Any:
         closed, out_tree, leaves = self._lookup(args, kwargs)
         before = executables.compile_seconds[0]
         if self.donate_argnums and isinstance(current_trace(), EvalTrace):
