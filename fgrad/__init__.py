@@ -7,6 +7,8 @@ from fgrad.core.device import device_put, devices
 from fgrad.core.dtypes import DType, dtypes
 from fgrad.core.ir import ClosedJaxpr, Jaxpr
 from fgrad.core.tensor import ConcretizationError, Tensor
+from fgrad import lax, nn, optim, random
+from fgrad.transforms.caches import clear_caches
 from fgrad import distributed, lax, nn, optim, random
 from fgrad.distributed import process_count, process_index
 from fgrad.transforms import (checkpoint, custom_jvp, custom_vjp, grad, hessian, jacfwd,
@@ -36,7 +38,7 @@ _device.DEVICE_LOADERS.append(_load_opencl_devices)
 remat = checkpoint
 __version__ = "0.1.0"
 __all__ = ["ClosedJaxpr", "ConcretizationError", "DType", "Jaxpr", "Tensor", "checkpoint",
-           "custom_jvp", "custom_vjp", "device_put", "devices", "distributed", "dtypes", "grad",
-           "hessian", "jacfwd", "jacrev", "jit", "jvp", "lax", "linearize", "make_jaxpr", "nn",
-           "optim", "process_count", "process_index", "random", "remat", "stop_gradient",
-           "tree_util", "value_and_grad", "vjp", "vmap"]
+           "clear_caches", "custom_jvp", "custom_vjp", "device_put", "devices", "distributed",
+           "dtypes", "grad", "hessian", "jacfwd", "jacrev", "jit", "jvp", "lax", "linearize",
+           "make_jaxpr", "nn", "optim", "process_count", "process_index", "random", "remat",
+           "stop_gradient", "tree_util", "value_and_grad", "vjp", "vmap"]

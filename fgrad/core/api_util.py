@@ -4,6 +4,8 @@ from __future__ import annotations
 import functools
 from typing import Any, Callable, Sequence
 
+import numpy as np
+
 from fgrad.core import tree_util
 from fgrad.core.ir import ClosedJaxpr
 from fgrad.core.staging import Origin, trace_to_jaxpr
@@ -22,6 +24,12 @@ def to_tensor_leaf(x: Any, what: str) -> Tensor:
     try:
         return as_tensor(x)
     except (TypeError, ValueError) as err:
+        dtype = getattr(x, "dtype", None)
+        if isinstance(dtype, np.dtype):
+            raise TypeError(f"{what} is a NumPy value of dtype {dtype}, which fgrad does not "
+                            f"support ({err}); convert it first, e.g. x.astype(np.float32) "
+                            f"(complex values: pass real and imaginary parts separately)"
+                            ) from err
         raise TypeError(f"{what} is a {type(x).__name__}, which is not a Tensor or array-like "
                         f"value; mark it static (static_argnums) or pass Tensors") from err
 

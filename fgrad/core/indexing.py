@@ -12,6 +12,8 @@ import numpy as np
 
 from fgrad.core import prims as P
 from fgrad.core.dtypes import dtypes
+from fgrad.core.index_bounds import (axis_index, combine_valid, position_dtype,
+                                     scatter_dropping)
 from fgrad.core.errors import IndexRangeError
 
 
@@ -118,8 +120,9 @@ def _mask_to_indices(mask: Any) -> list[Any]:
     return [Tensor(i.astype(np.int32)) for i in np.nonzero(mask.numpy())]
 
 
-def getitem(x: Any, index: Any) -> Any:
-    """`x[index]` with NumPy semantics."""
+def getitem(x: Any, index: Any, valid: list[Any] | None = None) -> Any:
+    """`x[index]` with NumPy semantics. With `valid` (a list), traced integer-array indices
+    also append a bool mask of the result's shape: which entries were in range."""
     items = _normalize(x, index)
     y, advanced, axis = x, [], 0
     src_axis = 0  # the axis of `x` that the current item indexes (for error messages)
@@ -142,7 +145,7 @@ def getitem(x: Any, index: Any) -> Any:
             _check_bounds(it, y.shape[axis], src_axis - 1)
             advanced.append((axis, it))
             axis += 1
-    return _advanced(y, advanced) if advanced else y
+    return _advanced(y, advanced, valid) if advanced else y
 
 
 def _at(y: Any, axis: int, default: int, value: int) -> tuple[int, ...]:
@@ -184,8 +187,10 @@ def _wrap_negative(idx: Any, n: int) -> Any:
     return (idx >= 0).where(idx, idx + n) if not idx.dtype.is_unsigned else idx
 
 
-def _advanced(y: Any, advanced: list[tuple[int, Any]]) -> Any:
-    """Gather for integer-array indices on axes `advanced` (NumPy placement rules)."""
+def _advanced(y: Any, advanced: list[tuple[int, Any]], valid: list[Any] | None = None) -> Any:
+    """Gather for integer-array indices on axes `advanced` (NumPy placement rules); each
+    index is clamped into its own axis before they are combined (see index_bounds)."""
+    from fgrad.core.tensor import Tracer
     from fgrad.core.methods.tensor_math import broadcast_shapes, broadcast_to
     axes = [a for a, _ in advanced]
     idx_shape = broadcast_shapes("index", *[i.shape for _, i in advanced])
@@ -193,17 +198,29 @@ def _advanced(y: Any, advanced: list[tuple[int, Any]]) -> Any:
     moved = P.transpose(y, tuple(axes) + tuple(others))
     sizes = [y.shape[a] for a in axes]
     flat = P.reshape(moved, (int(np.prod(sizes)),) + tuple(y.shape[i] for i in others))
-    linear = None
+    linear, ok = None, None
+    itype = position_dtype(flat.shape[0])
     for (a, idx), stride_pos in zip(advanced, range(len(advanced))):
-        stride = int(np.prod(sizes[stride_pos + 1:]))
-        part = broadcast_to(_wrap_negative(idx, y.shape[a]).cast(dtypes.int32), idx_shape)
+        stride = int(np.prod(sizes[stride_pos + 1:], dtype=object))
+        traced = isinstance(idx, Tracer)  # (a lone index is clamped by gather itself)
+        part, part_ok = axis_index(idx, y.shape[a], itype, traced and len(advanced) > 1,
+                                   traced and valid is not None)
+        part = broadcast_to(part, idx_shape)
+        ok = combine_valid(ok, part_ok)
         part = part * stride if stride != 1 else part
         linear = part if linear is None else linear + part
     out = P.gather(flat, linear)
+    if valid is not None and ok is not None:
+        mask = P.reshape(broadcast_to(ok, idx_shape), idx_shape + (1,) * len(others))
+        valid.append(_place(broadcast_to(mask, out.shape), axes, len(idx_shape)))
+    return _place(out, axes, len(idx_shape))
+
+
+def _place(out: Any, axes: list[int], k: int) -> Any:
+    """Move the gathered index dimensions to where NumPy puts them."""
     adjacent = axes == list(range(axes[0], axes[0] + len(axes)))
     if not adjacent or axes[0] == 0:
         return out
-    k = len(idx_shape)
     rest = list(range(k, out.ndim))
     order = rest[:axes[0]] + list(range(k)) + rest[axes[0]:]
     return P.transpose(out, tuple(order))
@@ -213,21 +230,24 @@ def index_update(x: Any, index: Any, value: Any, mode: str) -> Any:
     """`x.at[index].<mode>(value)`: scatter into the flat positions that `x[index]` reads."""
     from fgrad.core.tensor import Tensor, as_tensor
     from fgrad.core.methods.tensor_math import broadcast_to
-    positions = getitem(_flat_positions(x), index)
+    valid: list[Any] = []
+    positions = getitem(_flat_positions(x), index, valid)
     value = as_tensor(value) if isinstance(value, Tensor) else Tensor(value, dtype=x.dtype)
     value = broadcast_to(value.cast(x.dtype), positions.shape)
     flat = P.reshape(x, (x.numel(),))
-    updated = P.scatter(flat, P.reshape(positions, (positions.numel(),)),
-                        P.reshape(value, (value.numel(),)), mode)
+    ok = P.reshape(valid[0], (positions.numel(),)) if valid else None
+    updated = scatter_dropping(flat, P.reshape(positions, (positions.numel(),)),
+                               P.reshape(value, (value.numel(),)), mode, ok)
     return P.reshape(updated, x.shape)
 
 
 def _flat_positions(x: Any) -> Any:
-    """An int32 Tensor holding each element's row-major position."""
+    """An int32 (int64 past 2**31 elements) Tensor of each element's row-major position."""
     total = None
     stride = 1
+    itype = position_dtype(x.numel())
     for axis in reversed(range(x.ndim)):
-        part = P.iota(dtypes.int32, x.shape, axis) * stride if x.shape else None
+        part = P.iota(itype, x.shape, axis) * stride if x.shape else None
         total = part if total is None else total + part
         stride *= x.shape[axis]
-    return total if total is not None else P.iota(dtypes.int32, (1,), 0).reshape(())
+    return total if total is not None else P.iota(itype, (1,), 0).reshape(())

@@ -16,6 +16,7 @@ import numpy as np
 from fgrad.core.ir import ClosedJaxpr, Eqn, Jaxpr, Literal, ShapedArray, SourceInfo, Var
 from fgrad.core.tensor import ConcretizationError, Tensor, Tracer
 from fgrad.core.trace import Trace, own_tracer, set_current_trace
+from fgrad.core.traceback_util import annotate_tracing_error
 
 _PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -171,6 +172,11 @@ def trace_to_jaxpr(fn: Callable[..., Sequence[Any]], in_avals: Sequence[ShapedAr
     origins = origins or [None] * len(in_avals)
     tracers = [trace.new_arg(a, o) for a, o in zip(in_avals, origins, strict=True)]
     with set_current_trace(trace):
-        outs, extra = fn(*tracers)
+        try:
+            outs, extra = fn(*tracers)
+        except (TypeError, ValueError) as err:
+            if not isinstance(err, ConcretizationError):  # that one names the line itself
+                annotate_tracing_error(err, name)
+            raise
     jaxpr, consts = trace.build(tracers, outs)
     return ClosedJaxpr(jaxpr, consts), extra

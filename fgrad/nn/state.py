@@ -208,6 +208,9 @@ def safe_save(tensors: dict[str, Tensor], fn: str | os.PathLike,
         raise
 
 
+_MAX_NDIM = 64  # NumPy's limit
+
+
 def _parse_safe_header(blob: Blob) -> tuple[int, dict[str, Any]]:
     if len(blob) < 8:
         raise blob.fail(f"a safetensors file starts with an 8-byte header length, but the "
@@ -242,6 +245,7 @@ def _check_entry(blob: Blob, name: str, info: Any, size: int) -> tuple[int, int,
                         f"(supported: {', '.join(_SAFE_DTYPES)})")
     if not isinstance(shape, list) or not all(_is_count(d) for d in shape):
         raise blob.fail(f"tensor {name!r} has an invalid shape {shape!r}")
+    _check_shape_fits(blob, name, shape, _SAFE_DTYPES[dtype].itemsize)
     if (not isinstance(offsets, list) or len(offsets) != 2 or not all(map(_is_count, offsets))
             or not offsets[0] <= offsets[1] <= size):
         raise blob.fail(f"tensor {name!r} has data_offsets {offsets!r} outside the "
@@ -251,6 +255,21 @@ def _check_entry(blob: Blob, name: str, info: Any, size: int) -> tuple[int, int,
         raise blob.fail(f"tensor {name!r} of shape {shape} and dtype {dtype} needs {nbytes} "
                         f"bytes but data_offsets {offsets} span {offsets[1] - offsets[0]}")
     return offsets[0], offsets[1], _SAFE_DTYPES[dtype], tuple(shape)
+
+
+def _check_shape_fits(blob: Blob, name: str, shape: list[int], itemsize: int) -> None:
+    """Refuse shapes NumPy cannot represent (at most 64 dims, and the product of the nonzero
+    dims times the item size below 2**63), computed with Python ints, so a hostile header
+    fails with StateFileError rather than NumPy's ValueError."""
+    if len(shape) > _MAX_NDIM:
+        raise blob.fail(f"tensor {name!r} has {len(shape)} dimensions; at most {_MAX_NDIM} "
+                        f"are supported")
+    extent = itemsize
+    for d in shape:
+        extent *= max(d, 1)
+    if extent >= 2 ** 63:
+        raise blob.fail(f"tensor {name!r} of shape {shape} is too large to address "
+                        f"(corrupted header)")
 
 
 def _is_count(x: Any) -> bool:

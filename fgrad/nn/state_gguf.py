@@ -162,7 +162,10 @@ def _value(cur: Cursor, vtype: int, what: str, depth: int = 0) -> Any:
     raise cur.blob.fail(f"{what} has unknown value type {vtype}")
 
 
-def _array(cur: Cursor, what: str, depth: int) -> list:
+def _array(cur: Cursor, what: str, depth: int) -> np.ndarray | list:
+    """A metadata array: numbers as a read-only NumPy array (a view of the file when
+    aligned, so a 100k-entry array costs no Python objects), strings and nested arrays as
+    a list."""
     etype = cur.unpack("I", f"{what} element type")
     if etype not in _SCALARS and etype not in (_STRING, _ARRAY):
         raise cur.blob.fail(f"{what} has unknown element type {etype}")
@@ -170,7 +173,10 @@ def _array(cur: Cursor, what: str, depth: int) -> list:
     n = cur.count("Q", size, f"{what} element count")
     if etype in _SCALARS:
         raw = cur.take(n * size, what)
-        return raw.view(np.dtype("<" + _SCALARS[etype])).tolist()
+        if _SCALARS[etype] == "?":
+            return read_only(raw != 0)
+        arr = raw.view(np.dtype("<" + _SCALARS[etype]))
+        return arr if arr.flags.aligned else read_only(arr.copy())
     return [_value(cur, etype, f"{what}[{i}]", depth + 1) for i in range(n)]
 
 

@@ -20,6 +20,7 @@ import pickle
 import pickletools
 import struct
 import zipfile
+import zlib
 from typing import IO, Any, Callable, cast
 
 import numpy as np
@@ -194,7 +195,9 @@ class _Loader:
             _scan_pickle(self.blob, data)
         loader = self
 
-        class Restricted(pickle.Unpickler):
+        class Restricted(_BuildCheckingUnpickler):
+            source_name = loader.blob.name
+
             def find_class(self, module: str, name: str) -> Any:
                 return loader.find_class(module, name)
 
@@ -204,6 +207,32 @@ class _Loader:
                 return storages(pid)
 
         return Restricted(ByteStream(data)).load()
+
+
+class _BuildCheckingUnpickler(pickle._Unpickler):
+    """The pure-Python unpickler with BUILD limited to OrderedDicts the pickle created.
+
+    BUILD sets attributes on the object below it on the stack; on an allow-listed global
+    (a dtype singleton, a rebuild function) that would rewrite fgrad's own objects
+    process-wide. Only `OrderedDict` instances (whose `_metadata` torch pickles this way)
+    take plain, non-dunder attributes.
+    """
+
+    dispatch = dict(pickle._Unpickler.dispatch)
+    source_name = "<pickle>"
+
+    def load_build(self) -> None:
+        state = self.stack.pop()  # type: ignore[attr-defined]
+        inst = self.stack[-1]  # type: ignore[attr-defined]
+        if type(inst) is not collections.OrderedDict or not isinstance(state, dict) or not all(
+                isinstance(k, str) and not k.startswith("__") for k in state):
+            raise UnsafePickleError(
+                f"{self.source_name}: refusing BUILD (attribute setting) on a "
+                f"{type(inst).__name__}: torch_load only sets plain attributes on "
+                f"OrderedDicts the checkpoint itself creates")
+        inst.__dict__.update(state)
+
+    dispatch[pickle.BUILD[0]] = load_build  # type: ignore[assignment]
 
 
 def _contiguous_strides(size: tuple[int, ...]) -> tuple[int, ...]:
@@ -256,15 +285,29 @@ def _zip_entries(blob: Blob) -> dict[str, np.ndarray]:
         if info.compress_type != zipfile.ZIP_STORED:
             raise blob.fail(f"zip entry {info.filename!r} is compressed; torch.save writes "
                             f"stored entries only")
-        header = Cursor(blob, info.header_offset)
-        if header.take(4, "zip local header").tobytes() != b"PK\x03\x04":
-            raise blob.fail(f"zip entry {info.filename!r} has no local header")
-        header.pos += 22
-        name_len = header.unpack("H", "zip local header")
-        extra_len = header.unpack("H", "zip local header")
-        start = header.pos + name_len + extra_len
-        entries[info.filename] = blob.view(start, info.file_size, f"zip entry {info.filename!r}")
+        entries[info.filename] = _entry_bytes(blob, info)
     return entries
+
+
+def _entry_bytes(blob: Blob, info: zipfile.ZipInfo) -> np.ndarray:
+    """An entry's bytes, after checking that its local header names the same file as the
+    central directory and that the bytes match the directory's CRC-32 (as `zipfile` does),
+    so a damaged directory cannot make one tensor read another entry's bytes."""
+    header = Cursor(blob, info.header_offset)
+    if header.take(4, "zip local header").tobytes() != b"PK\x03\x04":
+        raise blob.fail(f"zip entry {info.filename!r} has no local header")
+    header.pos += 22
+    name_len = header.unpack("H", "zip local header")
+    extra_len = header.unpack("H", "zip local header")
+    local_name = header.take(name_len, "zip local header name").tobytes()
+    encoding = "utf-8" if info.flag_bits & 0x800 else "cp437"
+    if local_name.decode(encoding, "replace") != info.orig_filename:
+        raise blob.fail(f"zip entry {info.filename!r}: its local header names "
+                        f"{local_name!r} (corrupted central directory)")
+    data = blob.view(header.pos + extra_len, info.file_size, f"zip entry {info.filename!r}")
+    if zlib.crc32(data) != info.CRC:  # type: ignore[arg-type]
+        raise blob.fail(f"zip entry {info.filename!r} fails its CRC-32 check (corrupted)")
+    return data
 
 
 def _load_zip(blob: Blob) -> Any:

@@ -1,4 +1,4 @@
-"""Executables for a jitted Jaxpr, per backend, cached by Jaxpr identity.
+"""Executables for a jitted Jaxpr, per backend, kept on the Jaxpr itself.
 
 "numpy" is the reference interpreter (eval_jaxpr with NumPy). Native backends register a
 compiler in `COMPILERS` (`fgrad.lower` does this for "llvm" and "opencl" when available).
@@ -7,7 +7,9 @@ This module never imports a backend: the package that assembles fgrad adds a loa
 """
 from __future__ import annotations
 
+import threading
 import time
+from typing import Any, Callable
 import weakref
 from typing import Any, Callable, Protocol, cast
 
@@ -20,8 +22,9 @@ from fgrad.core.tensor import Tensor
 Executable = Callable[..., list[np.ndarray]]
 COMPILERS: dict[str, Callable[[Jaxpr], Executable]] = {}
 BACKEND_LOADERS: list[Callable[[], None]] = []
-_cache: "weakref.WeakKeyDictionary[Jaxpr, dict[str, Executable]]" = weakref.WeakKeyDictionary()
 compile_seconds = [0.0]
+_lock = threading.Lock()  # guards creating a jaxpr's compile lock and importing backends
+_ATTR = "_fgrad_executables"  # a jaxpr's {backend: executable}, living as long as it does
 
 
 class DonatingExecutable(Protocol):
@@ -51,10 +54,21 @@ def compiler_for(backend: str) -> Callable[[Jaxpr], Executable] | None:
 
 
 def executable_for(jaxpr: Jaxpr, backend: str) -> Executable:
-    """The compiled executable of `jaxpr` for `backend` (compiled on first use)."""
-    per_backend = _cache.setdefault(jaxpr, {})
-    if backend not in per_backend:
-        if compiler_for(backend) is None:
+    """The compiled executable of `jaxpr` for `backend` (compiled on first use).
+
+    Thread-safe: concurrent first calls compile once, under the jaxpr's lock. The
+    executable lives as long as the jaxpr (it is kept on it), so dropping a jitted
+    function or clearing its cache frees its compiled programs."""
+    found = jaxpr.__dict__.get(_ATTR)
+    if found is not None and backend in found[1]:
+        return found[1][backend]
+    with _lock:
+        compiler_for(backend)
+        lock, per_backend = jaxpr.__dict__.setdefault(_ATTR, (threading.RLock(), {}))
+    with lock:
+        if backend in per_backend:
+            return per_backend[backend]
+        if backend not in COMPILERS:
             available = ", ".join(sorted(COMPILERS))
             raise ValueError(f"jit backend {backend!r} is not available here; available: "
                              f"{available}. Choose one with jit(..., backend=) or the "
@@ -62,7 +76,12 @@ def executable_for(jaxpr: Jaxpr, backend: str) -> Executable:
         start = time.perf_counter()
         per_backend[backend] = COMPILERS[backend](jaxpr)
         compile_seconds[0] += time.perf_counter() - start
-    return per_backend[backend]
+        return per_backend[backend]
+
+
+def forget_executables(jaxpr: Jaxpr) -> None:
+    """Drop `jaxpr`'s compiled executables (a running call keeps its own reference)."""
+    jaxpr.__dict__.pop(_ATTR, None)
 
 
 # ---------------------------------------------------------------------------- donation

@@ -9,9 +9,12 @@ call: an output may reuse their memory, and using them afterwards raises.
 """
 from __future__ import annotations
 
+import collections
 import functools
 import logging
+import threading
 import time
+import weakref
 from dataclasses import dataclass
 from typing import Any, Callable, Generic, Sequence, TypeVar, overload
 
@@ -24,6 +27,7 @@ from fgrad.core.ir import ClosedJaxpr
 from fgrad.core.staging import Origin, trace_to_jaxpr
 from fgrad.core.tensor import EvalTrace, Tensor
 from fgrad.core.trace import current_trace
+from fgrad.core.traceback_util import api_boundary, filtered
 from fgrad.transforms import executables
 from fgrad.transforms.jit_prim import call_closed, open_jaxpr
 
@@ -32,6 +36,7 @@ R = TypeVar("R")
 log = logging.getLogger("fgrad.jit")
 BACKENDS = ("numpy", "llvm", "opencl")
 _MISS = object()
+_LIVE: "weakref.WeakSet[JittedFunction]" = weakref.WeakSet()  # for fgrad.clear_caches()
 
 
 @dataclass
@@ -49,6 +54,12 @@ class CacheInfo:
 
 
 def _hashable_static(value: Any, where: str) -> Any:
+    import numpy as np
+    if isinstance(value, (Tensor, np.ndarray)):
+        raise TypeError(f"static argument {where} is a {type(value).__name__}; static "
+                        f"arguments are Python values baked into the trace (numbers, "
+                        f"strings, tuples). Pass array data as a regular argument, or "
+                        f"convert it (e.g. tuple(x.tolist())) if it must be static")
     try:
         hash(value)
     except TypeError:
@@ -88,15 +99,23 @@ class JittedFunction(Generic[P, R]):
     def __init__(self, fn: Callable[P, R], static_argnums: tuple[int, ...],
                  static_argnames: tuple[str, ...], donate_argnums: tuple[int, ...],
                  backend: str | None):
-        self.fn, self.static_argnums = fn, static_argnums
-        self.static_argnames = static_argnames + _names_of(fn, static_argnums)
+        from fgrad.transforms.jit_checks import check_static, positions_of
+        check_static(fn, static_argnums, static_argnames, donate_argnums)
+        self.fn = fn
+        self.static_argnums = tuple(dict.fromkeys(
+            static_argnums + positions_of(fn, static_argnames)))
+        self.static_argnames = static_argnames + _names_of(fn, self.static_argnums)
         self.donate_argnums = donate_argnums
         self.backend = backend
-        self._cache: dict[Any, tuple[ClosedJaxpr, Any]] = {}
-        self._fast: dict[Any, tuple[Callable[..., Any], Any, bool]] = {}
+        self._cache: collections.OrderedDict[Any, tuple[ClosedJaxpr, Any]] = \
+            collections.OrderedDict()
+        self._fast: collections.OrderedDict[Any, tuple[Callable[..., Any], Any, bool]] = \
+            collections.OrderedDict()
         self._last: Any = None  # (arrays, backend, _fast entry) of the last fast call
-        self._signatures: list[tuple[Any, list[str]]] = []
+        self._signatures: list[tuple[Any, list[str]]] = []  # the last traced signature
+        self._lock = threading.RLock()  # one trace per signature, even from many threads
         self.info = CacheInfo()
+        _LIVE.add(self)
         self.last_retrace_reason: str | None = None
         functools.update_wrapper(self, fn, updated=())  # never merge fn.__dict__ into self
 
@@ -113,10 +132,10 @@ class JittedFunction(Generic[P, R]):
         d_kw = {k: v for k, v in kwargs.items() if k not in self.static_argnames}
         pairs, treedef = tree_util.tree_flatten_with_path((tuple(dynamic), d_kw))
         name = fn_name(self.fn)
-        leaves = [to_tensor_leaf(x, f"argument {tree_util.keystr(p)} of {name}")
-                  for p, x in pairs]
         positions = [i for i in range(len(args)) if i not in static]
         descs = [_describe(self.fn, positions, p) for p, _ in pairs]
+        leaves = [to_tensor_leaf(x, f"argument {d} of {name}")
+                  for d, (_, x) in zip(descs, pairs, strict=True)]
         key = (treedef, tuple((x.shape, x.dtype) for x in leaves),
                tuple(sorted(static.items())), tuple(sorted(s_kw.items())))
         return key, leaves, descs, static, s_kw, treedef
@@ -141,15 +160,19 @@ class JittedFunction(Generic[P, R]):
     def _lookup(self, args: tuple, kwargs: dict) -> tuple[ClosedJaxpr, Any, list[Any]]:
         key, leaves, descs, static, s_kw, treedef = self._signature(args, kwargs)
         entry = self._cache.get(key)
-        if entry is not None:
-            self.info.hits += 1
-            return entry[0], entry[1], leaves
-        self.info.misses += 1
-        self._explain_retrace(key, descs)
-        closed, out_tree = self._trace(leaves, descs, static, s_kw, treedef)
-        self._cache[key] = (closed, out_tree)
-        self._signatures.append((key, descs))
-        return closed, out_tree, leaves
+        if entry is None:
+            with self._lock:
+                entry = self._cache.get(key)
+                if entry is None:
+                    self.info.misses += 1
+                    self._explain_retrace(key, descs)
+                    entry = self._trace(leaves, descs, static, s_kw, treedef)
+                    _bounded_put(self._cache, key, entry)
+                    self._signatures[:] = [(key, descs)]
+                    return entry[0], entry[1], leaves
+        self.info.hits += 1
+        _touch(self._cache, key)
+        return entry[0], entry[1], leaves
 
     def _explain_retrace(self, key: tuple, descs: list[str]) -> None:
         if not self._signatures:
@@ -160,9 +183,15 @@ class JittedFunction(Generic[P, R]):
             log.warning("retracing %s: %s", fn_name(self.fn), self.last_retrace_reason)
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
-        fast = self._fast_call(args, kwargs)
-        if fast is not _MISS:
-            return fast
+        try:  # (not a decorator: this is the hot path of every jitted call)
+            fast = self._fast_call(args, kwargs)
+            if fast is not _MISS:
+                return fast
+            return self._general_call(args, kwargs)
+        except Exception as err:
+            raise filtered(err)
+
+    def _general_call(self, args: tuple, kwargs: dict) -> Any:
         closed, out_tree, leaves = self._lookup(args, kwargs)
         before = executables.compile_seconds[0]
         if self.donate_argnums and isinstance(current_trace(), EvalTrace):
@@ -215,7 +244,8 @@ class JittedFunction(Generic[P, R]):
         exe = executables.executable_for(jaxpr, backend)
         run = functools.partial(exe, *[c._data for c in consts]) if consts else exe
         single = out_tree == tree_util.tree_structure(0)
-        self._fast[found[0]] = (run, out_tree, single)
+        with self._lock:
+            _bounded_put(self._fast, found[0], (run, out_tree, single))
 
     def _call_donating(self, closed: ClosedJaxpr, leaves: list[Any], args: tuple) -> list[Any]:
         """An eager call that consumes the donated arguments (under a transformation,
@@ -226,6 +256,7 @@ class JittedFunction(Generic[P, R]):
         return executables.call_donating(jaxpr, self._backend(), consts + leaves, mask,
                                          fn_name(self.fn))
 
+    @api_boundary
     def lower(self, *args: P.args, **kwargs: P.kwargs) -> Lowered:
         """Stage for these arguments' signature; `.as_text()` / `.compile()` on the result."""
         closed, _, _ = self._lookup(args, kwargs)
@@ -236,11 +267,27 @@ class JittedFunction(Generic[P, R]):
         return self.info
 
     def clear_cache(self) -> None:
-        """Forget every traced signature."""
-        self._cache.clear()
-        self._fast.clear()
-        self._last = None
-        self._signatures.clear()
+        """Forget every traced signature (and so free their compiled programs)."""
+        with self._lock:
+            self._cache.clear()
+            self._fast.clear()
+            self._last = None
+            self._signatures.clear()
+
+
+def _bounded_put(cache: collections.OrderedDict, key: Any, value: Any) -> None:
+    """Insert as most recent; drop the least recently used beyond `flags.jit_cache_size()`."""
+    cache[key] = value
+    cache.move_to_end(key)
+    while len(cache) > flags.jit_cache_size():
+        cache.popitem(last=False)
+
+
+def _touch(cache: collections.OrderedDict, key: Any) -> None:
+    try:
+        cache.move_to_end(key)
+    except KeyError:  # evicted by another thread meanwhile
+        pass
 
 
 _MEMO_BYTES = 4096  # the arrays of a call up to this size each are remembered for the next
@@ -352,12 +399,22 @@ def jit(fn: Callable[P, R] | None = None, *, static_argnums: int | Sequence[int]
     that nothing else references, and any later use of a donated Tensor raises. Donation
     applies to eager calls; under grad/vmap/jit it is ignored."""
     def as_tuple(x: Any) -> tuple:
-        return (x,) if isinstance(x, (int, str)) else tuple(x)
+        if isinstance(x, (int, str)):
+            return (x,)
+        try:
+            return tuple(x)
+        except TypeError:
+            raise TypeError(f"jit: argument numbers and names must be an int / str or a "
+                            f"sequence of them, got {x!r}") from None
 
     both = set(as_tuple(static_argnums)) & set(as_tuple(donate_argnums))
     if both:
         raise ValueError(f"jit: arguments {sorted(both)} are both static and donated; a static "
                          f"argument has no buffer to donate, remove it from donate_argnums")
+
+    if fn is not None and not callable(fn):
+        raise TypeError(f"jit expects a function, got {type(fn).__name__} {fn!r}; use "
+                        f"jit(f) or @jit on a def")
 
     def wrap(f: Callable[P, R]) -> JittedFunction[P, R]:
         return JittedFunction(f, as_tuple(static_argnums), as_tuple(static_argnames),

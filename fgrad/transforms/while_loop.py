@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+import numpy as np
+
 from fgrad.core import tree_util
 from fgrad.core.api_util import flatten_args, fn_name
 from fgrad.core.dtypes import dtypes
@@ -172,6 +174,14 @@ def fori_loop(lower: Any, upper: Any, body_fun: Callable[[Any, Any], Any], init_
     """`for i in range(lower, upper): val = body_fun(i, val)`. With Python-int bounds it is
     a scan (reverse-differentiable); with traced bounds a while_loop."""
     from fgrad.transforms.scan import scan
+    for what, bound in (("lower", lower), ("upper", upper)):
+        if isinstance(bound, bool) or not (isinstance(bound, (int, np.integer)) or (
+                isinstance(bound, Tensor) and bound.dtype.is_int and bound.ndim == 0)):
+            raise TypeError(f"fori_loop: {what} must be an int or a 0-d integer Tensor, got "
+                            f"{bound!r}; the loop index is an integer (use int(...) or "
+                            f"round the bound yourself)")
+    lower = int(lower) if isinstance(lower, np.integer) else lower
+    upper = int(upper) if isinstance(upper, np.integer) else upper
     if isinstance(lower, int) and isinstance(upper, int):
         def step(carry: Any, _: Any) -> tuple[Any, None]:
             i, val = carry

@@ -311,6 +311,11 @@ def test_gguf_metadata_all_value_types(gguf_expected):
     for key, value in metadata.items():
         if isinstance(value, float) or (isinstance(value, list) and isinstance(value[0], float)):
             np.testing.assert_allclose(kv[key], value, rtol=1e-7)
+        elif isinstance(value, list) and not isinstance(value[0], (str, list)):
+            assert isinstance(kv[key], np.ndarray), key
+            np.testing.assert_array_equal(kv[key], value)
+        elif isinstance(value, list) and isinstance(value[0], list):
+            assert [np.asarray(v).tolist() for v in kv[key]] == value, key
         else:
             assert kv[key] == value, key
     assert isinstance(kv["test.bool"], bool) and isinstance(kv["test.u64"], int)

@@ -13,6 +13,7 @@ import numpy as np
 
 from fgrad.core import prims as P
 from fgrad.core.dtypes import DType, dtypes
+from fgrad.core.index_bounds import axis_index, position_dtype, scatter_dropping
 from fgrad.core.errors import ArgumentError, ArgumentTypeError, IndexRangeError
 from fgrad.core.prims._util import fmt_shape
 
@@ -74,15 +75,21 @@ def _index_tensor(op: str, self: Any, index: Any, dim: int) -> tuple[Any, int]:
     return index, d
 
 
-def _flat_positions(shape: tuple[int, ...], index: Any, dim: int) -> Any:
-    """Row-major positions in a Tensor of `shape` addressed by `index` along `dim` (flat)."""
-    strides = [int(np.prod(shape[i + 1:])) for i in range(len(shape))] or [1]
-    pos = index.cast(dtypes.int32) * strides[dim] if strides[dim] != 1 else index.cast(
-        dtypes.int32)
+def _flat_positions(shape: tuple[int, ...], index: Any, dim: int) -> tuple[Any, Any]:
+    """Row-major positions in a Tensor of `shape` addressed by `index` along `dim` (flat),
+    and (for a traced index, else None) which of them were in range: out-of-range traced
+    entries are clamped into `dim` first, and scatters drop them."""
+    strides = [int(np.prod(shape[i + 1:], dtype=object)) for i in range(len(shape))] or [1]
+    itype = position_dtype(int(np.prod(shape, dtype=object)))
+    n = shape[dim] if shape else 1
+    traced = is_traced(index)
+    index, valid = axis_index(index, n, itype, traced, traced)
+    pos = index * strides[dim] if strides[dim] != 1 else index
     for axis in range(index.ndim):
         if axis != dim:
-            pos = pos + P.iota(dtypes.int32, index.shape, axis) * strides[axis]
-    return P.reshape(pos, (index.numel(),))
+            pos = pos + P.iota(itype, index.shape, axis) * strides[axis]
+    flat_valid = None if valid is None else P.reshape(valid, (index.numel(),))
+    return P.reshape(pos, (index.numel(),)), flat_valid
 
 
 def _source(op: str, src: Any, index: Any, dtype: DType) -> Any:
@@ -162,9 +169,10 @@ class IndexOpsMixin:
         values = _source("scatter", src, index, self.dtype)
         return self._scatter_flat(_flat_positions(self.shape, index, d), values, modes[reduce])
 
-    def _scatter_flat(self, positions: Any, values: Any, mode: str) -> "Tensor":
+    def _scatter_flat(self, positions: tuple[Any, Any], values: Any, mode: str) -> "Tensor":
         flat = P.reshape(self, (self.numel(),))
-        out = P.scatter(flat, positions, P.reshape(values, (positions.shape[0],)), mode)
+        pos, valid = positions
+        out = scatter_dropping(flat, pos, P.reshape(values, (pos.shape[0],)), mode, valid)
         return P.reshape(out, self.shape)
 
     def scatter_reduce(self, dim: int, index: "Tensor", src: "Tensor", reduce: str,

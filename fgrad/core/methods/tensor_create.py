@@ -27,6 +27,9 @@ def _shape(shape: Sequence[Any]) -> tuple[int, ...]:
     out = tuple(int(d) for d in shape)
     if any(d < 0 for d in out):
         raise ArgumentError(f"negative dimension in shape {out}")
+    if math.prod(max(d, 1) for d in out) >= 2 ** 63 or len(out) > 64:
+        raise ArgumentError(f"shape {out} is too large: a Tensor has at most 64 dimensions "
+                            f"and fewer than 2**63 elements (about {math.prod(out):.3g} requested)")
     return out
 
 

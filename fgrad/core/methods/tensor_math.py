@@ -353,8 +353,8 @@ class MathMixin:
         return self * self
 
     def relu(self) -> "Tensor":
-        """max(x, 0); its derivative at 0 is 0 (as PyTorch and JAX)."""
-        return (self > 0).where(self, 0)
+        """max(x, 0); NaN stays NaN and the derivative at 0 is 0 (as PyTorch and JAX)."""
+        return (self <= 0).where(0, self)
 
     def _rounding(self, prim: Any) -> "Tensor":
         return cast("Tensor", self) if not self.dtype.is_float else prim.bind(self)

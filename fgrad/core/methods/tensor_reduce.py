@@ -92,10 +92,11 @@ class ReduceMixin:
         return self._arg(P.argmin_p, axis, keepdim)
 
     def _arg(self, prim: Any, axis: int | None, keepdim: bool) -> "Tensor":
+        from fgrad.core.index_bounds import position_dtype
         if axis is None:
             flat = self.reshape(-1)
-            out = prim.bind(flat, axis=0, index_dtype=dtypes.int32)
+            out = prim.bind(flat, axis=0, index_dtype=position_dtype(flat.shape[0]))
             return out.reshape((1,) * self.ndim) if keepdim else out
         a = self._axis(axis)
-        out = prim.bind(self, axis=a, index_dtype=dtypes.int32)
+        out = prim.bind(self, axis=a, index_dtype=position_dtype(self.shape[a]))
         return _keep(self, out, (a,), keepdim)

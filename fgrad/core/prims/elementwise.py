@@ -158,9 +158,21 @@ def _c_rem(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     return np.where(y == 0, 0, np.fmod(x, safe_y)).astype(x.dtype)
 
 
+def _float_pow(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """C's pow (what the compiled backends and JAX compute): NumPy turns a scalar exponent
+    of 0.5 into sqrt, which differs at -inf (nan, not inf) and -0.0 (-0.0, not 0.0)."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out = np.power(x, y)
+    half = y == 0.5
+    if np.any(half):
+        out = np.where(half & (x == 0), np.zeros((), out.dtype), out)
+        out = np.where(half & (x == -np.inf), np.array(np.inf, out.dtype), out)
+    return out.astype(np.result_type(x, y), copy=False)
+
+
 def _int_pow(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     if _is_float_array(x):
-        return np.power(x, y)
+        return _float_pow(x, y)
     pos = np.power(x, np.maximum(y, 0))
     odd = (np.abs(y) % 2) == 1
     neg = np.where(x == 1, 1, np.where(x == -1, np.where(odd, -1, 1), 0)) if x.dtype.kind == "i" \

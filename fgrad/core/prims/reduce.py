@@ -241,7 +241,7 @@ def _cum_arg_index(x: Any, y: Any, axis: int, reverse: bool) -> Any:
     """Index of the element each running extremum came from (the latest one on ties)."""
     from fgrad.core.prims.elementwise import select
     from fgrad.core.prims.misc import iota
-    pos = iota(dtypes.int32, x.shape, axis)
+    pos = iota(dtypes.int32 if x.shape[axis] < 2**31 - 1 else dtypes.int64, x.shape, axis)
     marker = select(x == y, pos, pos * 0 + (-1 if not reverse else x.shape[axis]))
     return cumulative(marker, axis, reverse, "cummax" if not reverse else "cummin")
 

@@ -166,6 +166,8 @@ def _concatenate(vals: _Values, eqn: Eqn, idx: Index) -> Expr:
             src = tuple(add(i, ix_const(-offset)) if d == dim else i for d, i in enumerate(idx))
             pieces.append((offset, n, vals(x, src)))
         offset += n
+    if not pieces:  # every operand is empty along `dim`, so is the result: nothing is read
+        return Const(_cast(0, dtype), dtype)
     out = pieces[-1][2]
     for start, n, value in reversed(pieces[:-1]):
         cond = Cond(idx[dim], start, start + n - 1)

@@ -5,10 +5,17 @@ the bytes of an object file. Out: the bytes again in a later process, or None.
 
 The directory is `fgrad.flags.cache_dir()` (FGRAD_CACHE_DIR); "" or "0" turns the cache off.
 Each entry is one file written atomically (a temporary file, then `os.replace`) with a
-header: magic, format version, payload length and the payload's sha256. An entry that is
-truncated or corrupted fails the check, is deleted, and reads as a miss (never loaded). A
-directory that cannot be written leaves fgrad working, with one warning. Past `MAX_ENTRIES`
-files, the least recently used quarter is deleted (a hit refreshes an entry's mtime).
+header: magic, format version, payload length, the payload's sha256 and the sha256 of its
+key. An entry that is truncated or corrupted, or that was written for another key (a file
+copied or renamed over this key's name), fails the check, is deleted, and reads as a miss
+(never loaded). A directory that cannot be written leaves fgrad working, with one warning.
+Past `MAX_ENTRIES` files, the least recently used quarter is deleted (a hit refreshes an
+entry's mtime).
+
+The checks catch damage and mix-ups, not an attacker: whoever can write the directory can
+make fgrad run their code (see docs/security.md). So the directory is created private
+(0700), and one that another user owns, or that group or others may write, is not used
+(one warning).
 """
 from __future__ import annotations
 
@@ -21,8 +28,8 @@ import warnings
 from fgrad import flags
 
 MAGIC = b"FGRADOBJ"
-FORMAT_VERSION = 1
-_HEADER = struct.Struct("<8sIQ32s")  # magic, format version, payload length, sha256
+FORMAT_VERSION = 2
+_HEADER = struct.Struct("<8sIQ32s32s")  # magic, version, payload length, sha256, key sha256
 _SUFFIX = ".fgo"
 MAX_ENTRIES = 4096
 _warned: set[str] = set()
@@ -40,34 +47,62 @@ def _path(key: str, kind: str = "llvm") -> str | None:
     return None if folder is None else os.path.join(folder, key + _SUFFIX)
 
 
-def encode(payload: bytes) -> bytes:
-    """An entry: the header, then the payload."""
+def _key_digest(key: str) -> bytes:
+    return hashlib.sha256(key.encode()).digest()
+
+
+def encode(payload: bytes, key: str = "") -> bytes:
+    """An entry of `key`: the header, then the payload."""
     digest = hashlib.sha256(payload).digest()
-    return _HEADER.pack(MAGIC, FORMAT_VERSION, len(payload), digest) + payload
+    return _HEADER.pack(MAGIC, FORMAT_VERSION, len(payload), digest,
+                        _key_digest(key)) + payload
 
 
-def decode(entry: bytes) -> bytes | None:
-    """The payload of an entry, or None when the entry is damaged or of another format."""
+def decode(entry: bytes, key: str = "") -> bytes | None:
+    """The payload of an entry of `key`, or None when the entry is damaged, of another
+    format, or was written for another key."""
     if len(entry) < _HEADER.size:
         return None
-    magic, version, length, digest = _HEADER.unpack_from(entry)
+    magic, version, length, digest, key_digest = _HEADER.unpack_from(entry)
     payload = entry[_HEADER.size:]
-    if magic != MAGIC or version != FORMAT_VERSION or length != len(payload):
+    if magic != MAGIC or version != FORMAT_VERSION or length != len(payload) \
+            or key_digest != _key_digest(key):
         return None
     return payload if hashlib.sha256(payload).digest() == digest else None
+
+
+def _trusted(folder: str) -> bool:
+    """Whether only this user can write `folder` and the cache directory holding it."""
+    getuid = getattr(os, "getuid", None)
+    for path in (folder, os.path.dirname(folder)):
+        try:
+            info = os.stat(path)
+        except OSError:
+            continue
+        if (getuid is not None and info.st_uid != getuid()) or info.st_mode & 0o022:
+            break
+    else:
+        return True
+    if folder not in _warned:
+        _warned.add(folder)
+        warnings.warn(f"fgrad: not using the compile cache {folder!r}: another user owns it or "
+                      f"group/others may write it, and its entries are run as code. Use a "
+                      f"private directory (chmod 700) in FGRAD_CACHE_DIR, or 0 to turn the "
+                      f"cache off", RuntimeWarning, stacklevel=3)
+    return False
 
 
 def load(key: str, kind: str = "llvm") -> bytes | None:
     """The cached payload of `key`; None on a miss. A damaged entry is deleted."""
     path = _path(key, kind)
-    if path is None:
+    if path is None or not _trusted(os.path.dirname(path)):
         return None
     try:
         with open(path, "rb") as f:
             entry = f.read()
     except OSError:
         return None
-    payload = decode(entry)
+    payload = decode(entry, key)
     if payload is None:
         _remove(path)
     else:
@@ -83,10 +118,12 @@ def store(key: str, payload: bytes, kind: str = "llvm") -> None:
     folder = os.path.dirname(path)
     tmp = None
     try:
-        os.makedirs(folder, exist_ok=True)
+        os.makedirs(folder, mode=0o700, exist_ok=True)
+        if not _trusted(folder):
+            return
         fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=_SUFFIX, dir=folder)
         with os.fdopen(fd, "wb") as f:
-            f.write(encode(payload))
+            f.write(encode(payload, key))
         os.replace(tmp, path)
         _prune(folder)
     except OSError as err:

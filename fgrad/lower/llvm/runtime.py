@@ -31,7 +31,9 @@ import llvmlite
 import llvmlite.binding as llvm
 import numpy as np
 
+from fgrad import flags
 from fgrad.core.ir import Eqn, Jaxpr, Literal, Var
+from fgrad.transforms import caches
 from fgrad.lower.llvm import disk_cache, kernel_cache
 from fgrad.lower.llvm import target as llvm_target
 from fgrad.lower.kernel import program as program_lib
@@ -109,8 +111,8 @@ def optimized_ir(program: Program) -> str:
 # ---------------------------------------------------------------------------- compiling
 
 _ENGINES: collections.OrderedDict[str, Any] = collections.OrderedDict()
-_ENGINES_KEPT = 256
 _engines_lock = threading.Lock()
+_build_lock = threading.Lock()  # one LLVM compile at a time (shared target machine)
 compile_stats: collections.Counter[str] = collections.Counter()  # memory/disk hits, builds
 
 
@@ -165,18 +167,19 @@ def compiled_engine(module: Any, linked: Sequence[bytes] = ()) -> Any:
             _ENGINES.move_to_end(key)
             compile_stats["memory_hits"] += 1
             return engine
-    obj = disk_cache.load(key)
-    engine = _load(obj, linked) if obj else None
-    if engine is not None:
-        compile_stats["disk_hits"] += 1
-    else:
-        engine, obj = _build(text, linked)
-        compile_stats["builds"] += 1
-        if obj:
-            disk_cache.store(key, obj)
+    with _build_lock:
+        obj = disk_cache.load(key)
+        engine = _load(obj, linked) if obj else None
+        if engine is not None:
+            compile_stats["disk_hits"] += 1
+        else:
+            engine, obj = _build(text, linked)
+            compile_stats["builds"] += 1
+            if obj:
+                disk_cache.store(key, obj)
     with _engines_lock:
         _ENGINES[key] = engine
-        while len(_ENGINES) > _ENGINES_KEPT:
+        while len(_ENGINES) > flags.jit_cache_size():
             _ENGINES.popitem(last=False)
     return engine
 
@@ -501,3 +504,7 @@ def _describe_control(name: str, eqn: Eqn) -> str:
 
 
 compile_llvm.describe = describe  # type: ignore[attr-defined]  # jit getattr()s it
+
+
+caches.register_clearer(clear_memory_cache)
+caches.register_clearer(POOL.clear, after_collect=True)

@@ -332,15 +332,30 @@ def new_state(calls: int) -> Any:
     return (ctypes.c_int64 * (16 * calls))()
 
 
+class _Job:
+    """One posted parallel part. Workers enter it only while it is open; `run` closes it
+    when thread 0 is done and waits until every worker that entered has left, so the
+    caller's buffers and compiled code outlive every thread running them."""
+
+    __slots__ = ("entry", "table", "state", "nthreads", "open", "inside")
+
+    def __init__(self, entry: PartEntry, table: Any, state: Any, nthreads: int):
+        self.entry, self.table, self.state, self.nthreads = entry, table, state, nthreads
+        self.open, self.inside = True, 0
+
+
 class ThreadPool:
     """Persistent worker threads that join parallel parts: `run` posts a part and runs it
-    on the calling thread too. Correctness never waits on a worker (the caller alone claims
-    every chunk if it must), so concurrent callers need no lock: workers take the newest
-    posted part, and one that wakes late finds its part finished."""
+    on the calling thread too. Correctness never waits on a worker to start (the caller
+    alone claims every chunk if it must), so concurrent callers need no lock: workers take
+    the newest posted part, and one that wakes after its part was closed skips it. `run`
+    returns only once no worker is inside its part."""
 
     def __init__(self) -> None:
-        self._wake = threading.Condition()
-        self._job: tuple[PartEntry, Any, Any, int] | None = None
+        lock = threading.Lock()
+        self._wake = threading.Condition(lock)  # a part was posted
+        self._left = threading.Condition(lock)  # a worker left a part
+        self._job: _Job | None = None
         self._generation = 0
         self._workers: list[threading.Thread] = []
         self._pid = os.getpid()
@@ -349,11 +364,20 @@ class ThreadPool:
     def run(self, entry: PartEntry, table: Any, state: Any, nthreads: int) -> None:
         """entry(table, t, state) on threads t = 0 (this one) .. nthreads-1."""
         self._start_workers(nthreads - 1)
+        job = _Job(entry, table, state, nthreads)
         with self._wake:
-            self._job = (entry, table, state, nthreads)
+            self._job = job
             self._generation += 1
             self._wake.notify_all()
-        entry(table, 0, state)
+        try:
+            entry(table, 0, state)
+        finally:
+            with self._wake:
+                job.open = False
+                if self._job is job:
+                    self._job = None
+                while job.inside:
+                    self._left.wait()
         self.runs += 1
 
     def _start_workers(self, count: int) -> None:
@@ -373,10 +397,16 @@ class ThreadPool:
                 while self._generation == seen:
                     self._wake.wait()
                 seen = self._generation
-                assert self._job is not None, "a generation starts with its job set"
-                entry, table, state, nthreads = self._job
-            if thread < nthreads:
-                entry(table, thread, state)
+                job = self._job
+                if job is None or not job.open or thread >= job.nthreads:
+                    continue
+                job.inside += 1
+            try:
+                job.entry(job.table, thread, job.state)
+            finally:
+                with self._wake:
+                    job.inside -= 1
+                    self._left.notify_all()
 
 
 POOL = ThreadPool()

@@ -13,10 +13,17 @@ from fgrad.core import device as core_device
 from fgrad.core.staging import trace_to_jaxpr
 from fgrad.core.trace import current_trace
 from fgrad.lower.opencl import runtime as opencl_runtime
+from fgrad.transforms import caches
 from fgrad.transforms.executables import executable_for
 from fgrad.transforms.jit_prim import open_jaxpr
 
 _programs: dict[Any, Any] = {}
+_PROGRAMS_KEPT = 512
+
+
+def clear_programs() -> None:
+    """Forget the compiled single-primitive programs of eager device ops."""
+    _programs.clear()
 
 
 def _program_key(prim: Any, avals: Sequence[Any], params: dict, device: str) -> Any:
@@ -40,6 +47,8 @@ def eval_on_device(prim: Any, arrays: Sequence[Any], avals: Sequence[Any], param
         jaxpr, consts = open_jaxpr(closed)
         entry = (jaxpr, [core_device.put(c._data, device) for c in consts])
         if key is not None:
+            if len(_programs) >= _PROGRAMS_KEPT:
+                _programs.pop(next(iter(_programs)), None)
             _programs[key] = entry
     jaxpr, consts = entry
     return list(executable_for(jaxpr, "opencl")(*consts, *arrays))
@@ -59,3 +68,4 @@ def _count() -> int:
 
 core_device.DEVICE_KINDS["CL"] = core_device.DeviceKind(
     prefix="CL", count=_count, put=_put, run_primitive=eval_on_device)
+caches.register_clearer(clear_programs)

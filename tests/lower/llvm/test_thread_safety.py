@@ -1,0 +1,98 @@
+"""Concurrent jitted calls (issue 18, item 2): one trace and one compile per signature, and
+the llvm thread pool never returns while a worker is still inside a part."""
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import fgrad
+from fgrad import Tensor
+from fgrad.lower.llvm.threads import ThreadPool
+from fgrad.transforms import executables
+from subprocess_probe import run_probe
+
+
+def test_pool_run_waits_for_every_worker_that_entered():
+    pool, lock = ThreadPool(), threading.Lock()
+    inside, entered, leftover = [0], threading.Event(), []
+
+    def entry(table, thread, state):
+        if thread == 0:
+            entered.wait(2.0)  # make sure a worker is inside before thread 0 finishes
+            return
+        with lock:
+            inside[0] += 1
+        entered.set()
+        time.sleep(0.05)
+        with lock:
+            inside[0] -= 1
+
+    for _ in range(20):
+        entered.clear()
+        pool.run(entry, None, None, 4)
+        with lock:
+            leftover.append(inside[0])
+    assert leftover == [0] * 20
+
+
+def test_concurrent_first_calls_trace_and_compile_once(monkeypatch):
+    compiled = []
+    original = executables.COMPILERS.get("llvm") or (
+        __import__("fgrad.lower") and executables.COMPILERS["llvm"])
+
+    def counting(jaxpr):
+        compiled.append(jaxpr)
+        time.sleep(0.05)  # widen the window in which other threads arrive
+        return original(jaxpr)
+
+    monkeypatch.setitem(executables.COMPILERS, "llvm", counting)
+    f = fgrad.jit(lambda a: (a * 3.0).exp() - a, backend="llvm")
+    x = np.linspace(-1, 1, 1000, dtype=np.float32)
+    barrier, outs = threading.Barrier(12), [None] * 12
+
+    def call(i):
+        barrier.wait()
+        outs[i] = f(Tensor(x)).numpy()
+
+    threads = [threading.Thread(target=call, args=(i,)) for i in range(12)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(compiled) == 1 and f.cache_info().misses == 1
+    for out in outs:
+        np.testing.assert_allclose(out, np.exp(x * 3) - x, rtol=1e-5)
+
+
+STRESS = """
+    import sys, threading, numpy as np, fgrad
+    from fgrad import Tensor
+    rounds, nthreads = {rounds}, 12
+    x = np.random.default_rng(0).standard_normal((600, 600)).astype(np.float32)
+    wrong = 0
+    for r in range(rounds):
+        f = fgrad.jit(lambda a, r=r: (a * (0.1 * r + 0.5)).tanh().sum(axis=1) + a[:, 0])
+        barrier, outs = threading.Barrier(nthreads), [None] * nthreads
+        def work(i):
+            barrier.wait()
+            outs[i] = f(Tensor(x)).numpy()
+        ts = [threading.Thread(target=work, args=(i,)) for i in range(nthreads)]
+        [t.start() for t in ts]
+        [t.join() for t in ts]
+        ref = np.tanh(x * (0.1 * r + 0.5)).sum(axis=1) + x[:, 0]
+        wrong += sum(o is None or not np.allclose(o, ref, rtol=1e-4, atol=1e-4) for o in outs)
+        del f, outs
+        if r % 3 == 2:
+            fgrad.clear_caches()
+    print("wrong", wrong)
+"""
+
+
+@pytest.mark.parametrize("backend", ["llvm", "numpy"])
+def test_threaded_jit_stress(backend):
+    """12 threads at once on each of several new jitted functions (large enough to use the
+    llvm thread pool), with functions dropped and caches cleared between rounds."""
+    out = run_probe(STRESS.format(rounds=6), env={
+        "FGRAD_BACKEND": backend, "FGRAD_NUM_THREADS": "4", "FGRAD_CACHE_DIR": "0"})
+    assert out.split() == ["wrong", "0"]
