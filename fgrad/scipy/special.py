@@ -73,10 +73,11 @@ def polygamma(n: int, x: ArrayLike) -> Tensor:
 
 
 def gamma(x: ArrayLike) -> Tensor:
-    """Gamma(x) (the sign follows the reflection formula for negative x)."""
+    """Gamma(x) (the sign follows the reflection formula for negative x; NaN at the negative integers)."""
     t = _f(x)
     sign = ((t < 0) & ((t.floor() % 2) != 0)).where(-1.0, 1.0)
-    return sign * gammaln(t).exp()
+    pole = (t < 0) & (t == t.floor())
+    return pole.where(math.nan, sign * gammaln(t).exp())
 
 
 def betaln(a: ArrayLike, b: ArrayLike) -> Tensor:
@@ -86,17 +87,17 @@ def betaln(a: ArrayLike, b: ArrayLike) -> Tensor:
 
 
 def xlogy(x: ArrayLike, y: ArrayLike) -> Tensor:
-    """x * log(y), 0 where x == 0 (also its gradient)."""
+    """x * log(y), 0 where x == 0 and y == 0 (d/dx is log(y) elsewhere, as in JAX)."""
     a, b = _pair(x, y)
-    zero = a == 0
-    return zero.where(0.0, a * zero.where(1.0, b).log())
+    safe = ((a == 0) & (b == 0)).where(1.0, b)
+    return a * safe.log()
 
 
 def xlog1py(x: ArrayLike, y: ArrayLike) -> Tensor:
-    """x * log1p(y), 0 where x == 0."""
+    """x * log1p(y), 0 where x == 0 and y == -1."""
     a, b = _pair(x, y)
-    zero = a == 0
-    return zero.where(0.0, a * log1p_p.bind(zero.where(0.0, b)))
+    safe = ((a == 0) & (b == -1)).where(0.0, b)
+    return a * log1p_p.bind(safe)
 
 
 def entr(x: ArrayLike) -> Tensor:
