@@ -114,5 +114,5 @@ def result_type(*xs: Any) -> DType:
         out = _dt.promote(out, asarray(t).dtype)
     for s in xs:
         if is_scalar(s):
-            out = _dt.result_dtype(out, _dt.weak_type_of(s))
+            out = _dt.result_dtype(out, _dt.weak_type_of(s) or "f")
     return out

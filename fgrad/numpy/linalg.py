@@ -293,7 +293,8 @@ def norm(x: ArrayLike, ord: Any = None, axis: Axis = None,  # noqa: A002
     return _matrix_norm(t, axes, ord, keepdims)
 
 
-def _matrix_norm(t: Tensor, axes: tuple[int, ...], ord: Any, keepdims: bool) -> Tensor:  # noqa: A002
+def _matrix_norm(t: Tensor, axes: tuple[int, ...], ord: Any,  # noqa: A002
+                 keepdims: bool) -> Tensor:
     r, c = axes
     m = moveaxis(t, (r, c), (-2, -1))
     if ord in (None, "fro"):

@@ -90,7 +90,7 @@ def unique(ar: ArrayLike, return_index: bool = False, return_inverse: bool = Fal
         if _traced(x):
             raise _need_size("unique")
         res = np.unique(x.numpy(), return_index=return_index, return_inverse=return_inverse,
-                        return_counts=return_counts)
+                        return_counts=return_counts)  # type: ignore[call-overload]
         if not isinstance(res, tuple):
             return Tensor(res)
         return (Tensor(res[0]),) + tuple(Tensor(r.astype(np.int32)) for r in res[1:])

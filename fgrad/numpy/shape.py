@@ -83,6 +83,8 @@ def moveaxis(a: ArrayLike, source: Axis, destination: Axis) -> Tensor:
 def expand_dims(a: ArrayLike, axis: Axis) -> Tensor:
     """a with length-1 axes inserted at `axis` (positions in the result)."""
     x = asarray(a)
+    if axis is None:
+        raise TypeError("fgrad.numpy.expand_dims: axis must be an int or a tuple of ints")
     out_ndim = x.ndim + (1 if isinstance(axis, int) else len(tuple(axis)))
     new = axes_of(axis, out_ndim, "expand_dims")
     dims = iter(x.shape)

@@ -73,7 +73,7 @@ def polygamma(n: int, x: ArrayLike) -> Tensor:
 
 
 def gamma(x: ArrayLike) -> Tensor:
-    """Gamma(x) (the sign follows the reflection formula for negative x; NaN at the negative integers)."""
+    """Gamma(x): its sign by the reflection formula for negative x; NaN at negative integers."""
     t = _f(x)
     sign = ((t < 0) & ((t.floor() % 2) != 0)).where(-1.0, 1.0)
     pole = (t < 0) & (t == t.floor())
@@ -132,6 +132,7 @@ def logsumexp(a: ArrayLike, axis: Axis = None, b: ArrayLike = None, keepdims: bo
     x = float_of(asarray(a))
     if where is not None:
         x = asarray(where).where(x, -math.inf)
+    w = None
     if b is not None:
         from fgrad.numpy.shape import broadcast_arrays
         x, w = broadcast_arrays(x, float_of(asarray(b)))
@@ -139,11 +140,11 @@ def logsumexp(a: ArrayLike, axis: Axis = None, b: ArrayLike = None, keepdims: bo
     axes = axes_of(axis, x.ndim, "logsumexp")
     if not axes:
         axes, x = (0,), x.reshape((1,) + x.shape)
-        w = w.reshape((1,) + w.shape) if b is not None else None
+        w = None if w is None else w.reshape((1,) + w.shape)
     peak = stop_gradient(x.max(axes, keepdim=True))
     peak = peak.isfinite().where(peak, 0.0)
     terms = (x - peak).exp()
-    total = (terms * w if b is not None else terms).sum(axes, keepdim=True)
+    total = (terms if w is None else terms * w).sum(axes, keepdim=True)
     sign = total.sign()
     out = total.abs().log() + peak
     if not keepdims:
