@@ -17,7 +17,9 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PORTS = os.path.join(ROOT, "examples", "jax_ports")
 FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures")
-NAMES = ["digits_mlp"]
+# name -> (rtol, atol) between the port's and JAX's printed numbers (both compute in float32;
+# the GP fit's 200 gradient steps amplify rounding differences in the last printed digits)
+NAMES = {"digits_mlp": (1e-4, 2e-4), "gp_regression": (2e-3, 2e-3)}
 
 
 def _read(path: str) -> list[str]:
@@ -43,14 +45,15 @@ def test_only_imports_differ(name: str) -> None:
 
 
 def _numbers(text: str) -> np.ndarray:
-    rows = [line for line in text.splitlines() if line.startswith("epoch")]
-    return np.array([[float(v) for v in re.findall(r"[-+]?\d+\.\d+|\d+", row)[:4]]
-                     for row in rows])
+    rows = [re.sub(r" \([0-9.]+ s\)", "", line) for line in text.splitlines()
+            if line.startswith(("epoch", "step", "test"))]
+    return np.array([float(v) for row in rows for v in re.findall(r"[-+]?\d+\.?\d*", row)])
 
 
 @pytest.mark.parametrize("name", NAMES)
 def test_port_prints_the_jax_numbers(name: str) -> None:
-    pytest.importorskip("sklearn")
+    if name == "digits_mlp":
+        pytest.importorskip("sklearn")
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
     result = subprocess.run([sys.executable, os.path.join(PORTS, f"{name}_fgrad.py"),
                              "--smoke"], cwd=PORTS, env=env, capture_output=True, text=True,
@@ -59,5 +62,6 @@ def test_port_prints_the_jax_numbers(name: str) -> None:
     with open(os.path.join(FIXTURES, f"{name}_jax.txt")) as f:
         want = _numbers(f.read())
     got = _numbers(result.stdout)
-    assert got.shape == want.shape and len(want) >= 2
-    np.testing.assert_allclose(got, want, rtol=1e-4, atol=2e-4)
+    assert got.shape == want.shape and len(want) >= 8
+    rtol, atol = NAMES[name]
+    np.testing.assert_allclose(got, want, rtol=rtol, atol=atol)
