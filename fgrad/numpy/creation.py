@@ -204,7 +204,3 @@ def meshgrid(*xi: ArrayLike, indexing: str = "xy", sparse: bool = False,
         outs.append(g if sparse else g.expand(tuple(lengths)))
     return outs
 
-
-def frombuffer(*args: Any, **kwargs: Any) -> Tensor:
-    """np.frombuffer, as a Tensor."""
-    return Tensor(np.frombuffer(*args, **kwargs))

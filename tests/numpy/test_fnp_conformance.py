@@ -23,13 +23,13 @@ NOT_FUNCTIONS = {"ndarray", "finfo", "iinfo", "linalg", "Tensor"}
 COVERED_ELSEWHERE = {
     "result_type": "test_result_type_and_weak_scalars",
     "put_along_axis": "test_put_along_axis",
-    "empty": "test_empty_and_frombuffer_free_creation",
+    "empty": "test_empty",
     "concat": "test_aliases_are_the_same_function",
     "row_stack": "test_aliases_are_the_same_function",
     "dsplit": "test_dsplit",
     "cumulative_sum": "test_aliases_are_the_same_function",
     "cumulative_prod": "test_aliases_are_the_same_function",
-    "nanmedian": "row nanmedian (eager) and test_eager_only_functions_refuse_tracers",
+    
 }
 
 
@@ -188,7 +188,7 @@ def test_dsplit() -> None:
         np.testing.assert_array_equal(g.numpy(), w)
 
 
-def test_empty_and_frombuffer_free_creation() -> None:
+def test_empty() -> None:
     e = fnp.empty((2, 3))
     assert e.shape == (2, 3) and e.dtype == fnp.float32
 
@@ -202,6 +202,22 @@ def test_result_type_and_weak_scalars() -> None:
     assert fnp.mean(fnp.arange(5)).dtype == fnp.float32
     assert fnp.asarray(1.0).dtype == fnp.float32 and fnp.asarray(1).dtype == fnp.int32
     assert fnp.asarray(np.ones(2)).dtype == fnp.float64  # NumPy arrays keep their dtype
+
+
+def test_eager_only_functions_refuse_tracers() -> None:
+    x = np.array([1.0, np.nan, 3.0, 2.0], np.float32)
+    with pytest.raises(TypeError, match="eager-only"):
+        fgrad.jit(fnp.nanmedian)(Tensor(x))
+    with pytest.raises(TypeError, match="pass size=N"):
+        fgrad.vmap(fnp.flatnonzero)(Tensor(x.reshape(2, 2)))
+
+
+def test_asarray_of_a_list_of_tracers() -> None:
+    def f(r: Tensor) -> Tensor:
+        return fnp.asarray([r, 2 * r, [1.0, 2.0]]).sum(0)
+    rows = np.arange(6, dtype=np.float32).reshape(3, 2)
+    got = fgrad.vmap(f)(Tensor(rows))
+    np.testing.assert_allclose(got.numpy(), rows * 3 + np.array([1.0, 2.0]))
 
 
 def test_put_along_axis() -> None:
