@@ -13,7 +13,7 @@ import numpy as _np
 from fgrad.core.dtypes import dtypes as _dtypes
 from fgrad.core.tensor import Tensor
 from fgrad.numpy import linalg
-from fgrad.numpy._base import array, asarray, result_type
+from fgrad.numpy._base import array, asarray, astype, result_type
 from fgrad.numpy.creation import (arange, diag, diagflat, empty, empty_like, eye, full,
                                   full_like, identity, linspace, logspace, meshgrid, ones,
                                   ones_like, tri, tril, triu, zeros, zeros_like)

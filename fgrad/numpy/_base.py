@@ -52,6 +52,11 @@ def array(a: ArrayLike, dtype: Any = None, copy: bool = True, ndmin: int = 0) ->
     return out
 
 
+def astype(x: ArrayLike, dtype: Any, copy: bool = False) -> Tensor:
+    """x converted to `dtype` (jax.numpy.astype; Tensors have no .astype method)."""
+    return asarray(x).cast(to_dtype(dtype))
+
+
 def _flat(seq: Any) -> list[Any]:
     if isinstance(seq, (list, tuple)):
         return [v for s in seq for v in _flat(s)]

@@ -19,7 +19,8 @@ PORTS = os.path.join(ROOT, "examples", "jax_ports")
 FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures")
 # name -> (rtol, atol) between the port's and JAX's printed numbers (both compute in float32;
 # the GP fit's 200 gradient steps amplify rounding differences in the last printed digits)
-NAMES = {"digits_mlp": (1e-4, 2e-4), "gp_regression": (2e-3, 2e-3)}
+NAMES = {"digits_mlp": (1e-4, 2e-4), "gp_regression": (2e-3, 2e-3),
+         "autodiff_tour": (1e-5, 1e-6)}
 
 
 def _read(path: str) -> list[str]:
@@ -45,9 +46,9 @@ def test_only_imports_differ(name: str) -> None:
 
 
 def _numbers(text: str) -> np.ndarray:
-    rows = [re.sub(r" \([0-9.]+ s\)", "", line) for line in text.splitlines()
-            if line.startswith(("epoch", "step", "test"))]
-    return np.array([float(v) for row in rows for v in re.findall(r"[-+]?\d+\.?\d*", row)])
+    rows = [re.sub(r" \([0-9.]+ s\)", "", line) for line in text.splitlines() if line.strip()]
+    number = r"[-+]?\d+\.?\d*(?:e[-+]?\d+)?"
+    return np.array([float(v) for row in rows for v in re.findall(number, row)])
 
 
 @pytest.mark.parametrize("name", NAMES)

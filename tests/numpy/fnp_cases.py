@@ -146,6 +146,7 @@ def _creation() -> list[Row]:
         Row("meshgrid", (np.arange(3), np.arange(2), np.arange(4)), {"indexing": "ij"}),
         Row("array", ([[1, 2], [3, 4]],)), Row("asarray", ([1.5, 2.0],)),
         Row("asarray", (True,)),
+        Row("astype", (normal(3) * 4, np.int16), ref=lambda x, dt: x.astype(dt)),
     ]
 
 
