@@ -223,6 +223,11 @@ def _fmin(a: Any, b: Any) -> Tensor:
     return x.isnan().where(y, y.isnan().where(x, x.minimum(y)))
 
 
+def _fmod(a: Any, b: Any) -> Tensor:
+    x = a if isinstance(a, Tensor) else asarray(a, asarray(b).dtype)
+    return x.fmod(b)
+
+
 def _pow(a: Any, b: Any) -> Tensor:
     return a ** b if not is_scalar(a) else asarray(b).pow(a, reverse=True)
 
@@ -243,8 +248,7 @@ true_divide = divide
 floor_divide = _binary("floor_divide", lambda a, b: a // b)
 mod = _binary("mod", lambda a, b: a % b)
 remainder = mod
-fmod = _binary("fmod", lambda a, b: (a if isinstance(a, Tensor) else
-                                     asarray(a, asarray(b).dtype)).fmod(b))
+fmod = _binary("fmod", _fmod)
 power = _binary("power", _pow)
 float_power = _binary("float_power", _pow, floating=True)
 maximum = _binary("maximum", _maximum)

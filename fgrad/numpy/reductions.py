@@ -3,6 +3,7 @@ bools and small ints accumulate in int32, means of integers are float32, var/std
 n - ddof (ddof=0 by default, unlike Tensor.var)."""
 from __future__ import annotations
 
+import builtins
 import math
 from typing import Any, Callable
 
@@ -71,7 +72,7 @@ def mean(a: ArrayLike, axis: Axis = None, dtype: Any = None, out: Any = None,
         mask = broadcast_mask(where, x)
         return sum(x, axis, keepdims=keepdims, where=mask) / \
             sum(mask.cast(x.dtype), axis, keepdims=keepdims)
-    return sum(x, axis, keepdims=keepdims) / max(_count(x, axis, "mean"), 0)
+    return sum(x, axis, keepdims=keepdims) / _count(x, axis, "mean")
 
 
 def broadcast_mask(where: ArrayLike, x: Tensor) -> Tensor:
@@ -89,7 +90,7 @@ def var(a: ArrayLike, axis: Axis = None, dtype: Any = None, out: Any = None, ddo
     x = x if want is None else x.cast(want)
     centered = x - mean(x, axis, keepdims=True)
     n = _count(x, axis, "var")
-    return sum(centered * centered, axis, keepdims=keepdims) / max(n - ddof, 0)
+    return sum(centered * centered, axis, keepdims=keepdims) / builtins.max(n - ddof, 0)
 
 
 def std(a: ArrayLike, axis: Axis = None, dtype: Any = None, out: Any = None, ddof: int = 0,

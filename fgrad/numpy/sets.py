@@ -36,7 +36,7 @@ def nonzero(a: ArrayLike, *, size: int | None = None, fill_value: Any = None
         if _traced(x):
             raise _need_size("nonzero")
         return tuple(Tensor(i.astype(np.int32)) for i in np.nonzero(x.numpy()))
-    flat = _flat_positions(x.reshape(-1) != 0, size, fill_value)
+    flat = _flat_positions(x.reshape(-1) != 0, size)
     out, rest = [], flat
     for d in reversed(x.shape):
         out.append(rest % d if d else rest)
@@ -53,7 +53,7 @@ def _valid(mask: Tensor, size: int) -> Tensor:
     return Tensor(np.arange(size, dtype=np.int32)) < count
 
 
-def _flat_positions(mask: Tensor, size: int, fill_value: Any) -> Tensor:
+def _flat_positions(mask: Tensor, size: int) -> Tensor:
     """The first `size` flat positions where mask is true (padded with 0, JAX's default)."""
     n = mask.shape[0]
     rank = mask.cast(dtypes.int32).cumsum(0) - 1
@@ -99,7 +99,7 @@ def unique(ar: ArrayLike, return_index: bool = False, return_inverse: bool = Fal
                                   "returned")
     s = x.reshape(-1).sort(0)[0]
     first = Tensor(np.arange(s.shape[0]) == 0) | (s != s.roll(1, 0))
-    pos = _flat_positions(first, size, fill_value)
+    pos = _flat_positions(first, size)
     vals = s[pos]
     fill = s.min() if fill_value is None else fill_value
     return _valid(first, size).where(vals, fill)
