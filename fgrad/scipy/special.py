@@ -114,7 +114,7 @@ def ndtr(x: ArrayLike) -> Tensor:
 
 def ndtri(p: ArrayLike) -> Tensor:
     """The inverse of ndtr (the standard normal quantile function)."""
-    return math.sqrt(2.0) * _m.erfinv(2.0 * _f(p) - 1.0)
+    return _m.ndtri(_f(p))
 
 
 def log_ndtr(x: ArrayLike) -> Tensor:

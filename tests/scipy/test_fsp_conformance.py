@@ -36,7 +36,7 @@ SPECIAL: list[tuple[str, Callable[..., Any], Callable[..., Any], tuple, float]] 
     ("expit", fsp.special.expit, ss.expit, (WIDE,), 1e-13),
     ("logit", fsp.special.logit, ss.logit, (PROB,), 1e-12),
     ("ndtr", fsp.special.ndtr, ss.ndtr, (WIDE,), 1e-12),
-    ("ndtri", fsp.special.ndtri, ss.ndtri, (PROB,), 1e-10),
+    ("ndtri", fsp.special.ndtri, ss.ndtri, (PROB,), 1e-13),
     ("log_ndtr", fsp.special.log_ndtr, ss.log_ndtr, (WIDE,), 1e-12),
     ("xlogy", fsp.special.xlogy, ss.xlogy, (np.array([0.0, 1.5, -2.0, 0.0]),
                                             np.array([0.0, 2.0, 3.0, 5.0])), 1e-14),
@@ -120,6 +120,17 @@ def test_second_derivatives_of_gammaln_and_erfinv() -> None:
     inv = ss.erfinv(y)
     want = (np.pi / 2) * inv * np.exp(2 * inv ** 2)  # d/dy sqrt(pi)/2 exp(erfinv(y)^2)
     np.testing.assert_allclose(d2e(Tensor(y)).numpy(), want, rtol=1e-9)
+
+
+def test_erfinv_far_tails() -> None:
+    q = np.logspace(-16, -1, 60)
+    for y in (1 - q, q - 1):
+        np.testing.assert_allclose(fsp.special.erfinv(y).numpy(), ss.erfinv(y), rtol=2e-15)
+    tiny = np.logspace(-307, -1, 80)
+    for p in (tiny, 1 - q):
+        np.testing.assert_allclose(fsp.special.ndtri(p).numpy(), ss.ndtri(p), rtol=5e-15)
+    edges = fsp.special.ndtri(np.array([0.0, 1.0, 1.5])).numpy()
+    assert edges[0] == -np.inf and edges[1] == np.inf and np.isnan(edges[2])
 
 
 def test_special_edges() -> None:
