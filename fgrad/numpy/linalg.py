@@ -103,7 +103,15 @@ def solve(a: ArrayLike, b: ArrayLike) -> Tensor:
     vector = rhs.ndim == x.ndim - 1 or rhs.ndim == 1
     if vector:
         rhs = rhs.unsqueeze(-1)
-    batch = tuple(np.broadcast_shapes(x.shape[:-2], rhs.shape[:-2]))
+    if rhs.shape[-2] != x.shape[-1]:
+        raise ValueError(f"fgrad.numpy.linalg.solve: a (shape {x.shape}) and b (shape "
+                         f"{asarray(b).shape}) do not match; b is a batch of vectors when "
+                         f"b.ndim == a.ndim - 1 (JAX's rule), else a batch of matrices")
+    try:
+        batch = tuple(np.broadcast_shapes(x.shape[:-2], rhs.shape[:-2]))
+    except ValueError:
+        raise ValueError(f"fgrad.numpy.linalg.solve: batch shapes {x.shape[:-2]} and "
+                         f"{rhs.shape[:-2]} do not broadcast") from None
     x = x.expand(batch + x.shape[-2:]) if x.shape[:-2] != batch else x
     rhs = rhs.expand(batch + rhs.shape[-2:]) if rhs.shape[:-2] != batch else rhs
     lu, _, perm = _lp.lu(x)

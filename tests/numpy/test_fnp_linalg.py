@@ -166,3 +166,12 @@ def test_linalg_under_jit_and_vmap(jit_backend: str) -> None:
     eager = np.stack([f(x[i]).numpy() for i in range(2)])
     jitted = fgrad.jit(fgrad.vmap(f))(x).numpy()
     np.testing.assert_allclose(jitted, eager, rtol=2e-4, atol=2e-4)
+
+
+def test_solve_broadcasts_batches_and_explains_mismatches() -> None:
+    a = well(4, 1, 3, 3)
+    b = RNG.normal(size=(2, 3, 5))
+    np.testing.assert_allclose(fnp.linalg.solve(a, b).numpy(), np.linalg.solve(a, b),
+                               rtol=1e-10)
+    with pytest.raises(ValueError, match="batch of vectors when b.ndim == a.ndim - 1"):
+        fnp.linalg.solve(a, RNG.normal(size=(2, 3, 2)))
