@@ -170,7 +170,7 @@ def test_linalg_under_jit_and_vmap(jit_backend: str) -> None:
 
 def test_solve_broadcasts_batches_and_explains_mismatches() -> None:
     a = well(4, 1, 3, 3)
-    b = RNG.normal(size=(2, 3, 5))
+    b = RNG.normal(size=(1, 2, 3, 5))
     np.testing.assert_allclose(fnp.linalg.solve(a, b).numpy(), np.linalg.solve(a, b),
                                rtol=1e-10)
     with pytest.raises(ValueError, match="batch of vectors when b.ndim == a.ndim - 1"):
