@@ -322,6 +322,8 @@ LINALG: dict[str, Gen] = {
                        Case([_general(rng, 3, 3)], dict(full_matrices=True), tol=1e-5)],
     "svd": lambda rng: [Case([_distinct_singular(rng, 4, 3)], dict(full_matrices=False),
                              tol=1e-5)],
+    "eigh": lambda rng: [Case([_distinct_singular(rng, 3, 3) + _distinct_singular(rng, 3, 3).T],
+                              tol=1e-5)],
 }
 
 

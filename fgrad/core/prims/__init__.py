@@ -20,3 +20,4 @@ from fgrad.core.prims.sort import sort, sort_p
 __all__ = [n for n in dir() if not n.startswith("_")]
 from fgrad.core.prims._util import move_bdim as move_bdim_public  # noqa: E402
 from fgrad.core.prims import linalg  # noqa: E402,F401  (cholesky, lu, qr, svd, trsm)
+from fgrad.core.prims import eigh as _eigh  # noqa: E402,F401  (eigh: host-step fallback)
