@@ -2,11 +2,16 @@
 
 A conv's dot_general reads an im2col operand whose layout BLAS cannot stride through; the
 pipeline must pack that operand and run one gemm, never expand the product into a fused
-multiply-and-reduce kernel with the patch gather in its loads. References: NumPy.
+multiply-and-reduce kernel with the patch gather in its loads. References: NumPy, finite
+differences, and PyTorch fixtures (fixtures/gen_conv.py writes fixtures/conv.npz).
 """
 from __future__ import annotations
 
+import os
+from typing import Any
+
 import numpy as np
+import pytest
 
 import fgrad
 from fgrad import Tensor
@@ -66,3 +71,38 @@ def test_conv2d_backward_products_are_gemms() -> None:
     wu[widx] += eps
     wd[widx] -= eps
     np.testing.assert_allclose(gw.numpy()[widx], (f(x, wu) - f(x, wd)) / (2 * eps), rtol=1e-5)
+
+
+# ------------------------------------------------------------ PyTorch fixtures (gen_conv.py)
+
+FIXTURES = np.load(os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures",
+                                "conv.npz"))
+CASES = sorted({key.split(".")[0] for key in FIXTURES.files})
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("case", CASES)
+def test_conv2d_forward_and_backward_match_pytorch(case: str, dtype: Any) -> None:
+    get = lambda k: FIXTURES[f"{case}.{k}"]  # noqa: E731
+    groups, stride, dilation, padding = (int(v) for v in get("args"))
+    x, w, b, dy = (Tensor(get(k).astype(dtype)) for k in ("x", "w", "b", "dy"))
+
+    def conv(x: Tensor, w: Tensor, b: Tensor) -> Tensor:
+        return x.conv2d(w, b, groups=groups, stride=stride, dilation=dilation,
+                        padding=padding)
+
+    def loss(x: Tensor, w: Tensor, b: Tensor, dy: Tensor) -> Tensor:
+        return (conv(x, w, b) * dy).sum()
+
+    grad = fgrad.grad(loss, argnums=(0, 1, 2))
+    for text in (_schedule_text(conv, x, w, b), _schedule_text(grad, x, w, b, dy)):
+        assert "gemm" in text, text
+        assert not any("concatenate" in line and "mul reduce_sum" in line
+                       for line in text.splitlines()), text
+    tol = {"rtol": 1e-10, "atol": 1e-10} if dtype == np.float64 else {"rtol": 2e-4,
+                                                                      "atol": 2e-4}
+    got = fgrad.jit(conv, backend="llvm")(x, w, b).numpy()
+    np.testing.assert_allclose(got, get("y"), **tol)
+    grads = fgrad.jit(grad, backend="llvm")(x, w, b, dy)
+    for g, key in zip(grads, ("gx", "gw", "gb"), strict=True):
+        np.testing.assert_allclose(g.numpy(), get(key), **tol, err_msg=key)
