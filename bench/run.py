@@ -5,6 +5,10 @@
     python bench/run.py --only W3,W7     # some workloads only
     python bench/run.py --markdown out.md
     python bench/run.py --threads 1      # pin NumPy/PyTorch/JAX to one thread each
+    python bench/run.py --check          # exit 1 if a workload is >= 1.5x worse (vs NumPy)
+                                         # than the committed bench/baseline.json
+    python bench/run.py --write-baseline # store this run's fgrad/NumPy ratios as the baseline
+    python bench/run.py --contended      # run everything while a process keeps a core busy
 
 Prints the machine, then per workload the median time per call of every contender (after a
 warm-up call), its ratio to NumPy and to the fastest anchor (NumPy, PyTorch, JAX) measured
@@ -14,11 +18,13 @@ asserted anywhere; the numbers describe this machine, at this moment, only.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import time
 from collections.abc import Callable
 
+import check
 import mlp
 import report
 import workloads
@@ -75,6 +81,13 @@ def parse_args() -> argparse.Namespace:
                         help="statistic over the timed samples")
     parser.add_argument("--threads", type=int, default=0,
                         help="threads per library (0: library defaults)")
+    parser.add_argument("--check", action="store_true",
+                        help=f"flag workloads >= {check.FACTOR}x worse than bench/baseline.json "
+                             "(ratios to NumPy); exit status 1 if any")
+    parser.add_argument("--write-baseline", action="store_true",
+                        help="merge this run's fgrad/NumPy ratios into bench/baseline.json")
+    parser.add_argument("--contended", action="store_true",
+                        help="keep one core busy with a spinning process during the run")
     return parser.parse_args()
 
 
@@ -107,12 +120,21 @@ def main() -> None:
     settings.stat = args.stat
     print("\n".join(header(args.quick, args.stat)))
     print(report.column_header())
+    if args.contended:
+        print("contended: a spinning process keeps one core busy")
     start = time.perf_counter()
-    rows = run_workloads(args, settings)
+    with check.busy_core() if args.contended else contextlib.nullcontext():
+        rows = run_workloads(args, settings)
     print(f"total {time.perf_counter() - start:.0f} s")
     if args.markdown:
         with open(args.markdown, "w", encoding="utf-8") as f:
             f.write("\n".join(report.markdown(rows)) + "\n")
+    if args.write_baseline:
+        check.write_baseline(rows, " ".join(header(args.quick, args.stat)))
+    if args.check:
+        found = check.regressions(rows, check.load_baseline())
+        print("\n".join(found) or f"check: no workload >= {check.FACTOR}x worse than baseline")
+        sys.exit(1 if found else 0)
 
 
 if __name__ == "__main__":

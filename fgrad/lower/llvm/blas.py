@@ -49,6 +49,8 @@ def register_routine(routine: str, library: str = "blas") -> str:
     before linking any module (or cached object code) that calls it; idempotent."""
     symbol = f"fgrad_{routine}"
     if routine not in _registered:
+        from fgrad.lower.llvm.gemm_split import single_threaded_blas
+        single_threaded_blas()  # one pool per process: fgrad's threads split large gemms
         if library == "lapack":
             from scipy.linalg import cython_lapack as exports
         else:

@@ -25,6 +25,7 @@ from fgrad.lower.kernel.build import identity
 from fgrad.lower.kernel.ir import (AccInit, AccRead, AccUpdate, Const, Expr, IndexPred,
                                    IndexValue, Kernel, Load, Loop, Op, Stmt, Store)
 from fgrad.lower.llvm.blas import render_gemm
+from fgrad.lower.llvm.gemm_split import library_chunking, render_gemm_rows
 from fgrad.lower.llvm.lapack import render_lapack
 from fgrad.lower.llvm.ops import I1, I64, OPS, Emitter, const, mem_type, reg_type
 from fgrad.lower.llvm.threads import Part, chunking, plan_parts, render_part, split_extent
@@ -247,17 +248,21 @@ def _call(b: ir.IRBuilder, buffers: ir.Value, target: ir.Function, slots: Sequen
     b.call(target, args + list(chunk))
 
 
-def _extents(calls: Sequence[Call], kernels: dict[str, Kernel]) -> list[int]:
-    return [split_extent(kernels[name]) if name in kernels else 0 for name, _ in calls]
+def _extents(calls: Sequence[Call], kernels: dict[str, Kernel],
+             library: dict[str, tuple[int, int, int]] | None = None) -> list[int]:
+    library = library or {}
+    return [split_extent(kernels[name]) if name in kernels else library.get(name, (1, 0, 0))[2]
+            for name, _ in calls]
 
 
 def render_entry(module: ir.Module, name: str, calls: Sequence[Call],
-                 functions: dict[str, ir.Function], kernels: dict[str, Kernel]) -> ir.Function:
+                 functions: dict[str, ir.Function], kernels: dict[str, Kernel],
+                 library: dict[str, tuple[int, int, int]] | None = None) -> ir.Function:
     """`void name(i8** buffers)`: call each kernel on its slots of `buffers`, in order."""
     i8p = ir.IntType(8).as_pointer()
     fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [i8p.as_pointer()]), name=name)
     b = ir.IRBuilder(fn.append_basic_block("entry"))
-    emit = _emit_calls(calls, functions, kernels)
+    emit = _emit_calls(calls, functions, kernels, library)
     for n in range(len(calls)):
         emit(b, n, None)
     b.ret_void()
@@ -265,10 +270,11 @@ def render_entry(module: ir.Module, name: str, calls: Sequence[Call],
 
 
 def _emit_calls(calls: Sequence[Call], functions: dict[str, ir.Function],
-                kernels: dict[str, Kernel]) -> Any:
+                kernels: dict[str, Kernel],
+                library: dict[str, tuple[int, int, int]] | None = None) -> Any:
     """`emit(b, n, chunk)` for llvm_threads.render_part: call n of the segment, on its
     chunk of the split loop, or whole (a split kernel then gets its full range)."""
-    extents = _extents(calls, kernels)
+    extents = _extents(calls, kernels, library)
 
     def emit(b: ir.IRBuilder, n: int, chunk: tuple[ir.Value, ir.Value] | None) -> None:
         name, slots = calls[n]
@@ -299,17 +305,18 @@ def render_module(kernels: Sequence[Kernel], segments: Sequence[Sequence[Call]],
     functions = {k.name: ir.Function(module, external[k.name][1], name=external[k.name][0])
                  if k.name in external else render_kernel(module, k) for k in kernels}
     by_name = {k.name: k for k in kernels}
+    library = library_chunking(library_calls or {})
     for name, eqn in (library_calls or {}).items():
         render = render_gemm if eqn.primitive.name == "dot_general" else render_lapack
-        functions[name] = render(module, name, eqn)
+        functions[name] = (render_gemm_rows if name in library else render)(module, name, eqn)
     for i, calls in enumerate(segments):
-        parts = plan_parts(calls, by_name)
+        parts = plan_parts(calls, by_name, library)
         names = entry_names(i, parts)
         if names == [f"seg{i}"]:
-            render_entry(module, names[0], calls, functions, by_name)
+            render_entry(module, names[0], calls, functions, by_name, library)
             continue
-        emit = _emit_calls(calls, functions, by_name)
-        chunks = [chunking(by_name.get(name)) for name, _ in calls]
+        emit = _emit_calls(calls, functions, by_name, library)
+        chunks = [library.get(name) or chunking(by_name.get(name)) for name, _ in calls]
         for name, part in zip(names, parts, strict=True):
             render_part(module, name, part, chunks, emit)
     return module

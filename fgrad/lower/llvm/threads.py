@@ -14,9 +14,9 @@ repeat) is never of that form, so such kernels run on one thread. Threads claim 
 that loop from an atomic counter; any other kernel of a parallel part (small ones: those
 that cannot split and are large run in serial parts, e.g. full reductions to a scalar) is
 one chunk that a single thread claims. A call
-starts once every chunk of the previous one is done. Library calls (BLAS gemm, LAPACK) never
-enter a parallel part: OpenBLAS threads itself, so they run between parts on the calling
-thread while the workers sleep.
+starts once every chunk of the previous one is done. A large gemm splits too, by output rows
+(gemm_split.py: OpenBLAS runs on one thread, each chunk one BLAS call); other library calls
+(small gemms, LAPACK) run in serial parts on the calling thread while the workers sleep.
 """
 from __future__ import annotations
 
@@ -131,20 +131,22 @@ class Part:
     parallel: bool
 
 
-def _kind(kernel: Kernel | None) -> str:
-    if kernel is None:
-        return "serial"  # a library call (BLAS threads itself)
+def _kind(kernel: Kernel | None, library_chunks: int = 1) -> str:
+    if kernel is None:  # a library call: a large gemm splits by rows (gemm_split.py)
+        return "split" if library_chunks > 1 else "serial"
     if split_extent(kernel):
         return "split"
     return "small" if kernel_work(kernel.body) < MIN_PARALLEL_WORK else "serial"
 
 
-def plan_parts(calls: Sequence[tuple[str, Sequence[int]]], kernels: dict[str, Kernel]
-               ) -> list[Part]:
+def plan_parts(calls: Sequence[tuple[str, Sequence[int]]], kernels: dict[str, Kernel],
+               library: dict[str, tuple[int, int, int]] | None = None) -> list[Part]:
     """Cut a segment's calls into parts: a parallel part is a run of kernels holding at least
-    one split kernel and otherwise only small ones; library calls and large kernels that
-    cannot split run in serial parts. One serial part when nothing splits."""
-    kinds = [_kind(kernels.get(name)) for name, _ in calls]
+    one split kernel (or split gemm: `library`, chunking by call name) and otherwise only
+    small ones; other library calls and large kernels that cannot split run in serial
+    parts. One serial part when nothing splits."""
+    library = library or {}
+    kinds = [_kind(kernels.get(name), library.get(name, (1,))[0]) for name, _ in calls]
     parts: list[Part] = []
     i = 0
     while i < len(kinds):
@@ -181,12 +183,16 @@ def chunking(kernel: Kernel | None) -> tuple[int, int, int]:
 
 def segment_parts(program: Program, seg: Segment) -> list[Part]:
     """`plan_parts` of one segment of a program."""
-    return plan_parts(seg.calls, {k.name: k for k in program.kernels})
+    from fgrad.lower.llvm.gemm_split import library_chunking
+    return plan_parts(seg.calls, {k.name: k for k in program.kernels},
+                      library_chunking(program.library_calls))
 
 
 def describe_threads(program: Program) -> str:
     """One line per parallel part: which kernels split, over how many threads."""
+    from fgrad.lower.llvm.gemm_split import library_chunking
     kernels = {k.name: k for k in program.kernels}
+    gemms = library_chunking(program.library_calls)
     lines = []
     segments = [a for a in program.actions if isinstance(a, Segment)]
     for i, seg in enumerate(segments):
@@ -196,6 +202,8 @@ def describe_threads(program: Program) -> str:
             split = [f"{name} over {split_extent(kernels[name])}"
                      for name, _ in seg.calls[part.first:part.stop]
                      if name in kernels and split_extent(kernels[name])]
+            split += [f"{name} over {gemms[name][2]} rows"
+                      for name, _ in seg.calls[part.first:part.stop] if name in gemms]
             lines.append(f"seg{i}_p{k}: threads={flags.num_threads()}, split {', '.join(split)}")
     return "\n".join(lines) or "(every segment runs on one thread)"
 

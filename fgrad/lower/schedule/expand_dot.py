@@ -25,8 +25,9 @@ def _free(ndim: int, *used: tuple[int, ...]) -> tuple[int, ...]:
 
 
 def needs_expansion(eqn: Any) -> bool:
-    """Whether a dot_general equation runs as this expansion (gemm cannot take it)."""
-    return eqn.primitive.name == "dot_general" and gemm_reason(eqn) is not None
+    """Whether a dot_general equation runs as this expansion (gemm cannot take it). An
+    operand layout BLAS cannot read does not count: the schedule packs such operands."""
+    return eqn.primitive.name == "dot_general" and gemm_reason(eqn, layout=False) is not None
 
 
 def dot_as_reduction(x: Any, y: Any, *, dimension_numbers: Any) -> list[Any]:

@@ -91,13 +91,16 @@ def gemm_dims(eqn: Eqn) -> GemmDims | None:
     return GemmDims(tuple(xs[a] for a in xb), m, n, k, lhs, rhs)
 
 
-def gemm_reason(eqn: Eqn) -> str | None:
-    """Why a dot_general cannot be a native BLAS gemm (None: it can)."""
+def gemm_reason(eqn: Eqn, layout: bool = True) -> str | None:
+    """Why a dot_general cannot be a native BLAS gemm (None: it can). With `layout` False,
+    only what `pack_gemm_operands` cannot fix counts (dtype, literal operands)."""
     dtype = eqn.outvars[0].aval.dtype
     if dtype not in GEMM_DTYPES:
         return f"dot_general on {dtype.name}: native matmul (BLAS) covers float32/float64"
     if not all(isinstance(a, Var) for a in eqn.inputs):
         return "dot_general on a literal operand"
+    if not layout:
+        return None
     dims = gemm_dims(eqn)
     if dims is None:
         return "dot_general operand layout that BLAS cannot read (pack_gemm_operands packs it)"

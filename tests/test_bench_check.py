@@ -1,0 +1,32 @@
+"""bench/check.py: the regression rule of `bench/run.py --check` on made-up rows (no timing)."""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                "bench"))
+
+import check  # noqa: E402
+from harness import Row  # noqa: E402
+
+
+def _row(label: str, numpy_ms: float, llvm_ms: float) -> Row:
+    return Row(label, {}, results={"numpy": numpy_ms, "fgrad-llvm": llvm_ms})
+
+
+def test_flags_only_ratios_at_least_factor_times_the_baseline(tmp_path: Path) -> None:
+    path = str(tmp_path / "baseline.json")
+    check.write_baseline([_row("W3", 10.0, 5.0), _row("W4", 2.0, 2.0)], "made up", path)
+    base = check.load_baseline(path)
+    assert base == {"W3 | fgrad-llvm": 0.5, "W4 | fgrad-llvm": 1.0}
+    # same load on both: W3 0.7x NumPy (1.4x worse, not flagged); W4 1.5x (flagged)
+    found = check.regressions([_row("W3", 20.0, 14.0), _row("W4", 4.0, 6.0)], base)
+    assert len(found) == 1 and found[0].startswith("REGRESSION W4 | fgrad-llvm")
+
+
+def test_errors_and_unknown_workloads_are_not_compared() -> None:
+    rows = [Row("W9", {}, results={"numpy": 1.0, "fgrad-llvm": "error: boom"}),
+            _row("W10", 1.0, 100.0)]
+    assert check.regressions(rows, {"W9 | fgrad-llvm": 0.1}) == []
