@@ -11,9 +11,14 @@ from fgrad.transforms import (checkpoint, custom_jvp, custom_vjp, grad, hessian,
                               jacrev, jit, jvp, linearize, stop_gradient, value_and_grad,
                               vjp, vmap)
 
+from fgrad.config import config, disable_jit  # noqa: E402  (the object shadows the module)
+from fgrad.nan_check import debug_infs, debug_nans  # noqa: E402
+from fgrad.core.precision import Float64PromotionWarning  # noqa: E402
+
 remat = checkpoint
 __version__ = "0.1.0"
-__all__ = ["ClosedJaxpr", "ConcretizationError", "DType", "Jaxpr", "Tensor", "checkpoint",
-           "custom_jvp", "custom_vjp", "device_put", "devices", "dtypes", "grad", "hessian",
+__all__ = ["ClosedJaxpr", "ConcretizationError", "DType", "Float64PromotionWarning", "Jaxpr", "Tensor", "checkpoint",
+           "config", "custom_jvp", "custom_vjp", "debug_infs", "debug_nans", "device_put",
+           "devices", "disable_jit", "dtypes", "grad", "hessian",
            "jacfwd", "jacrev", "jit", "jvp", "lax", "linearize", "make_jaxpr", "nn", "optim",
            "random", "remat", "stop_gradient", "tree_util", "value_and_grad", "vjp", "vmap"]

@@ -5,33 +5,83 @@ FGRAD_LOG_RETRACE   "1": log (logger "fgrad.jit", level WARNING) why a jitted fu
 FGRAD_CACHE_DIR     on-disk compile cache directory (default: the user cache dir; "" or "0": off)
 FGRAD_OPENCL_DEVICE OpenCL device: "P:D" (platform:device indices), "CL:n" or a part of its name
 FGRAD_NUM_THREADS   threads of the llvm backend's large kernels (default: the usable CPUs; 1: off)
+FGRAD_WARN_FLOAT64  "0": no warning when float64 data promotes a float32 computation
+FGRAD_DEBUG_NANS    "1": jitted calls that produce a NaN rerun op by op and raise where it began
+FGRAD_DEBUG_INFS    "1": the same for infinities
+FGRAD_DISABLE_JIT   "1": `jit` calls the Python function directly (for print/pdb debugging)
+FGRAD_LOG_COMPILES  "1": log every trace and compile with its time (logger "fgrad.jit", INFO);
+                    compiles slower than 1 s are logged at WARNING whatever the setting
+
+`fgrad.config.update(name, value)` overrides any of them at run time (lower-case names without
+the FGRAD_ prefix, e.g. "backend", "debug_nans").
 """
 from __future__ import annotations
 
+import functools
 import os
+from typing import Any, Callable
+
+# Values set with fgrad.config.update; they win over the environment.
+OVERRIDES: dict[str, Any] = {}
 
 
+def _overridable(name: str) -> Callable[[Callable[[], Any]], Callable[[], Any]]:
+    def wrap(read_env: Callable[[], Any]) -> Callable[[], Any]:
+        @functools.wraps(read_env)
+        def read() -> Any:
+            return OVERRIDES[name] if name in OVERRIDES else read_env()
+        ENV_READERS[name] = read_env
+        return read
+    return wrap
+
+
+ENV_READERS: dict[str, Callable[[], Any]] = {}
+
+
+def _env_flag(var: str, default: str = "0") -> bool:
+    return os.environ.get(var, default).strip() not in ("", "0", "false", "False")
+
+
+def setting(name: str) -> Any:
+    """The current value of setting `name` (a config override, else the environment)."""
+    return OVERRIDES[name] if name in OVERRIDES else ENV_READERS[name]()
+
+
+ENV_READERS.update({
+    "warn_float64": lambda: _env_flag("FGRAD_WARN_FLOAT64", "1"),
+    "debug_nans": lambda: _env_flag("FGRAD_DEBUG_NANS"),
+    "debug_infs": lambda: _env_flag("FGRAD_DEBUG_INFS"),
+    "disable_jit": lambda: _env_flag("FGRAD_DISABLE_JIT"),
+    "log_compiles": lambda: _env_flag("FGRAD_LOG_COMPILES"),
+})
+
+
+@_overridable("backend")
 def default_backend() -> str:
     """The jit backend used when `backend=None`."""
     return os.environ.get("FGRAD_BACKEND", "llvm").lower()
 
 
+@_overridable("log_retrace")
 def log_retrace() -> bool:
     """Whether to log the reason for every retrace."""
     return os.environ.get("FGRAD_LOG_RETRACE", "0") not in ("", "0", "false", "False")
 
 
+@_overridable("cache_dir")
 def cache_dir() -> str:
     """Directory of the on-disk compile cache."""
     default = os.path.join(os.path.expanduser("~"), ".cache", "fgrad")
     return os.environ.get("FGRAD_CACHE_DIR", default)
 
 
+@_overridable("opencl_device")
 def opencl_device() -> str | None:
     """The OpenCL device the user picked (None: first GPU, else first device)."""
     return os.environ.get("FGRAD_OPENCL_DEVICE") or None
 
 
+@_overridable("num_threads")
 def num_threads() -> int:
     """Threads the llvm backend splits large kernels over (at least 1)."""
     value = os.environ.get("FGRAD_NUM_THREADS", "")

@@ -23,6 +23,7 @@ from fgrad.core.staging import Origin, trace_to_jaxpr
 from fgrad.core.tensor import EvalTrace, Tensor
 from fgrad.core.trace import current_trace
 from fgrad.transforms import executables
+from fgrad.transforms.jit_log import log_compile
 from fgrad.transforms.jit_prim import call_closed, open_jaxpr
 
 log = logging.getLogger("fgrad.jit")
@@ -77,6 +78,10 @@ class Lowered:
         jaxpr, consts = open_jaxpr(self.closed)
         exe = executables.executable_for(jaxpr, self.backend)
         return functools.partial(exe, *[c._data for c in consts])
+
+
+def _checking() -> bool:
+    return bool(flags.setting("debug_nans") or flags.setting("debug_infs"))
 
 
 class JittedFunction:
@@ -156,16 +161,23 @@ class JittedFunction:
             log.warning("retracing %s: %s", fn_name(self.fn), self.last_retrace_reason)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if flags.setting("disable_jit"):
+            return self.fn(*args, **kwargs)
         fast = self._fast_call(args, kwargs)
         if fast is not _MISS:
             return fast
+        misses, traced = self.info.misses, self.info.trace_seconds
         closed, out_tree, leaves = self._lookup(args, kwargs)
         before = executables.compile_seconds[0]
         if self.donate_argnums and isinstance(current_trace(), EvalTrace):
             outs = self._call_donating(closed, leaves, args)
         else:
             outs = call_closed(closed, leaves, fn_name(self.fn), self._backend())
-        self.info.compile_seconds += executables.compile_seconds[0] - before
+        compiled = executables.compile_seconds[0] - before
+        self.info.compile_seconds += compiled
+        if compiled or self.info.misses != misses:
+            log_compile(self, leaves, self.info.misses != misses,
+                        self.info.trace_seconds - traced, compiled)
         if isinstance(current_trace(), EvalTrace):
             self._remember_fast(args, kwargs, closed, out_tree)
         return tree_util.tree_unflatten(out_tree, outs)
@@ -175,7 +187,7 @@ class JittedFunction:
         (structure, shapes, dtypes) and run the executable. `_MISS` when anything needs
         the general path (keywords, static or donated arguments, Python scalars, tracers,
         a first call)."""
-        if kwargs or not self._fast:
+        if kwargs or not self._fast or _checking():
             return _MISS
         found = _fast_key(args, self._backend())
         entry = self._fast.get(found[0]) if found is not None else None

@@ -59,8 +59,12 @@ def _jit_abstract(*avals: Any, jaxpr: Jaxpr, name: str, backend: str) -> list[An
 
 
 def _jit_impl(*arrays: Any, jaxpr: Jaxpr, name: str, backend: str) -> list[Any]:
+    from fgrad.nan_check import check_jit_outputs, enabled
     from fgrad.transforms.executables import executable_for
-    return executable_for(jaxpr, backend)(*arrays)
+    outs = executable_for(jaxpr, backend)(*arrays)
+    if enabled():
+        check_jit_outputs(jaxpr, arrays, outs, name)
+    return outs
 
 
 # ---------------------------------------------------------------------------- jvp

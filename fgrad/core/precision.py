@@ -1,0 +1,55 @@
+"""The float64 policy: dtypes are kept, and mixing float64 into lower-precision floats warns.
+
+fgrad does not silently narrow data: `Tensor(np.random.rand(3))` is float64, as in NumPy and
+PyTorch's `from_numpy`. But when such a Tensor meets a float32 (or float16/bfloat16) Tensor in
+one op, the result is float64 and the rest of the model runs in float64 (about twice as slow on
+CPU, far slower on most GPUs). fgrad then emits `Float64PromotionWarning`, pointing at the
+user's line; Python shows it once per line. Cast the data (`x.astype("float32")`,
+`np.float32`) to stay in float32, or silence it with `fgrad.config.update("warn_float64",
+False)` (or `FGRAD_WARN_FLOAT64=0`) when float64 is intended.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import warnings
+from typing import Any
+
+import numpy as np
+
+__all__ = ["Float64PromotionWarning", "warn_float64_promotion"]
+
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+class Float64PromotionWarning(UserWarning):
+    """A float64 operand turned a lower-precision float computation into float64."""
+
+
+def _enabled() -> bool:
+    from fgrad.flags import setting
+    return bool(setting("warn_float64"))
+
+
+def _user_stacklevel() -> int:
+    """The `stacklevel` that makes a warning point at the first frame outside fgrad."""
+    frame: Any = sys._getframe(1)
+    level = 1
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIR):
+        frame = frame.f_back
+        level += 1
+    return level
+
+
+def warn_float64_promotion(a: Any, b: Any) -> None:
+    """Warn that floats `a` and `b` (DTypes, one of them float64) promote to float64."""
+    if not _enabled():
+        return
+    narrow = a if a.itemsize < b.itemsize else b
+    narrow_name = str(np.dtype(narrow.np))
+    warnings.warn(
+        f"a float64 operand meets a {narrow_name} one, so the result (and everything computed "
+        f"from it) is float64, which runs about 2x slower. NumPy arrays are float64 by default: "
+        f"cast them with x.astype('float32') or np.asarray(x, np.float32). If float64 is "
+        f"intended, silence this with fgrad.config.update('warn_float64', False).",
+        Float64PromotionWarning, stacklevel=_user_stacklevel())
