@@ -3,7 +3,8 @@ primitive-level operations (JAX's lax), for users who want them directly."""
 from fgrad.core.prims import (broadcast_in_dim, concatenate, convert, cumulative,  # noqa: F401
                               dot_general, gather, iota, pad, reduce_max, reduce_min,
                               reduce_prod, reduce_sum, reshape, rev, scatter, select, slice_,
-                              stop_gradient, transpose)
+                              transpose)
+from fgrad.transforms.autodiff import stop_gradient
 from fgrad.transforms.cond import cond, switch
 from fgrad.transforms.scan import scan
 from fgrad.transforms.while_loop import fori_loop, while_loop

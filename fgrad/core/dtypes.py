@@ -152,9 +152,6 @@ def promote(a: DType, b: DType) -> DType:
     if a.kind == "f":
         if {a, b} == {dtypes.float16, dtypes.bfloat16}:
             return dtypes.float32
-        if dtypes.float64 in (a, b):
-            from fgrad.core.precision import warn_float64_promotion
-            warn_float64_promotion(a, b)
         return a if a.itemsize > b.itemsize else b
     if a.kind == b.kind:
         return a if a.itemsize > b.itemsize else b

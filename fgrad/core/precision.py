@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["Float64PromotionWarning", "warn_float64_promotion"]
+__all__ = ["Float64PromotionWarning", "promote_checked", "warn_float64_promotion"]
 
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -41,14 +41,24 @@ def _user_stacklevel() -> int:
     return level
 
 
-def warn_float64_promotion(a: Any, b: Any) -> None:
+def promote_checked(a: Any, b: Any, op: str) -> Any:
+    """`dtypes.promote(a, b)` for the Tensor operands of `op`, warning when a float64 operand
+    widens a lower-precision float one."""
+    from fgrad.core.dtypes import dtypes, promote
+    out = promote(a, b)
+    if a != b and a.kind == "f" == b.kind and out == dtypes.float64:
+        warn_float64_promotion(a, b, op)
+    return out
+
+
+def warn_float64_promotion(a: Any, b: Any, op: str = "an op") -> None:
     """Warn that floats `a` and `b` (DTypes, one of them float64) promote to float64."""
     if not _enabled():
         return
     narrow = a if a.itemsize < b.itemsize else b
     narrow_name = str(np.dtype(narrow.np))
     warnings.warn(
-        f"a float64 operand meets a {narrow_name} one, so the result (and everything computed "
+        f"{op}: a float64 operand meets a {narrow_name} one, so the result (and everything computed "
         f"from it) is float64, which runs about 2x slower. NumPy arrays are float64 by default: "
         f"cast them with x.astype('float32') or np.asarray(x, np.float32). If float64 is "
         f"intended, silence this with fgrad.config.update('warn_float64', False).",

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from fgrad.core import dtypes as _dt
 from fgrad.core import prims as P
+from fgrad.core.precision import promote_checked
 from fgrad.core.dtypes import DType, dtypes
 from fgrad.core.prims._util import fmt_shape
 
@@ -61,7 +62,7 @@ def coerce(op: str, x: Any, y: Any) -> tuple["Tensor", "Tensor"]:
         dtype = _dt.result_dtype(x.dtype, ky)
         y = Tensor(y, dtype=dtype)
     else:
-        dtype = _dt.promote(x.dtype, y.dtype)
+        dtype = promote_checked(x.dtype, y.dtype, op)
     x, y = x.cast(dtype), y.cast(dtype)
     shape = broadcast_shapes(op, x.shape, y.shape)
     return broadcast_to(x, shape), broadcast_to(y, shape)
