@@ -14,11 +14,19 @@ from fgrad.transforms import (checkpoint, custom_jvp, custom_vjp, grad, hessian,
 from fgrad.config import config, disable_jit  # noqa: E402  (the object shadows the module)
 from fgrad.nan_check import debug_infs, debug_nans  # noqa: E402
 from fgrad.core.precision import Float64PromotionWarning  # noqa: E402
+from fgrad.core.ir import ShapedArray  # noqa: E402
+from fgrad.core.tensor_interop import block_until_ready, from_dlpack  # noqa: E402
+from fgrad.transforms.eval_shape import eval_shape  # noqa: E402
+from fgrad import tree  # noqa: E402
+
+ShapeDtypeStruct = ShapedArray
 
 remat = checkpoint
 __version__ = "0.1.0"
-__all__ = ["ClosedJaxpr", "ConcretizationError", "DType", "Float64PromotionWarning", "Jaxpr", "Tensor", "checkpoint",
-           "config", "custom_jvp", "custom_vjp", "debug_infs", "debug_nans", "device_put",
-           "devices", "disable_jit", "dtypes", "grad", "hessian",
-           "jacfwd", "jacrev", "jit", "jvp", "lax", "linearize", "make_jaxpr", "nn", "optim",
-           "random", "remat", "stop_gradient", "tree_util", "value_and_grad", "vjp", "vmap"]
+__all__ = [
+    "ClosedJaxpr", "ConcretizationError", "DType", "Float64PromotionWarning", "Jaxpr",
+    "ShapeDtypeStruct", "ShapedArray", "Tensor", "block_until_ready", "checkpoint", "config",
+    "custom_jvp", "custom_vjp", "debug_infs", "debug_nans", "device_put", "devices",
+    "disable_jit", "dtypes", "eval_shape", "from_dlpack", "grad", "hessian", "jacfwd",
+    "jacrev", "jit", "jvp", "lax", "linearize", "make_jaxpr", "nn", "optim", "random",
+    "remat", "stop_gradient", "tree", "tree_util", "value_and_grad", "vjp", "vmap"]

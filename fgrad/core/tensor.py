@@ -14,6 +14,7 @@ from fgrad.core import device as _device
 from fgrad.core import dtypes as _dt
 from fgrad.core.dtypes import DType, dtypes
 from fgrad.core.ir import ShapedArray
+from fgrad.core.tensor_interop import InteropMixin
 from fgrad.core.tensor_create import CreationMixin
 from fgrad.core.tensor_math import MathMixin
 from fgrad.core.tensor_movement import MovementMixin
@@ -70,7 +71,7 @@ def _freeze(arr: np.ndarray) -> np.ndarray:
 
 
 class Tensor(MathMixin, MovementMixin, ReduceMixin, CreationMixin, MathOpsMixin,
-             MovementOpsMixin, NNOpsMixin, LinalgMixin):
+             MovementOpsMixin, NNOpsMixin, LinalgMixin, InteropMixin):
     """An immutable n-dimensional array (tinygrad's API, JAX's semantics).
 
     `Tensor(data, dtype=None)` accepts Python scalars, nested lists, NumPy arrays and Tensors.
