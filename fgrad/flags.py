@@ -10,7 +10,7 @@ FGRAD_DEBUG_NANS    "1": jitted calls that produce a NaN rerun op by op and rais
 FGRAD_DEBUG_INFS    "1": the same for infinities
 FGRAD_DISABLE_JIT   "1": `jit` calls the Python function directly (for print/pdb debugging)
 FGRAD_LOG_COMPILES  "1": log every trace and compile with its time (logger "fgrad.jit", INFO);
-                    compiles slower than 1 s are logged at WARNING whatever the setting
+                    compiles slower than 5 s are logged at WARNING whatever the setting
 
 `fgrad.config.update(name, value)` overrides any of them at run time (lower-case names without
 the FGRAD_ prefix, e.g. "backend", "debug_nans").

@@ -14,7 +14,7 @@ from fgrad import flags
 from fgrad.core.api_util import fn_name
 
 log = logging.getLogger("fgrad.jit")
-SLOW_COMPILE_S = 1.0
+SLOW_COMPILE_S = 5.0
 
 
 def log_compile(jitted: Any, leaves: list[Any], retraced: bool, trace_s: float,

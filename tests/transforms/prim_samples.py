@@ -47,6 +47,8 @@ SKIPS = {
     "custom_lin": "only appears inside the linearization of a custom_vjp function (its impl "
                   "raises by design); covered by tests/transforms/test_autodiff.py::"
                   "test_custom_vjp_* and test_custom_vjp_forward_mode_error",
+    "debug_callback": "has no outputs (a host callback); its eager, jit per backend, vmap, "
+                      "grad and scan behaviour is covered by tests/transforms/test_debug.py",
 }
 
 # Primitives whose JVP must raise (by design): (exception type, message fragment).
