@@ -53,22 +53,51 @@ def _abstract(*avals: Any, call: Jaxpr, **_: Any) -> list[Any]:
 # ---------------------------------------------------------------------------- custom_jvp
 
 class custom_jvp:  # noqa: N801  (JAX's name)
-    """Wrap `fun` so that its forward derivative is given by a rule set with `defjvp`."""
+    """Wrap `fun` so that its forward derivative is given by a rule set with `defjvp` (or one
+    function per argument with `defjvps`). Arguments in `nondiff_argnums` are not
+    differentiated and come first in the rule: `rule(*nondiff_args, primals, tangents)`.
+    Called eagerly (no transformation active), `fun` runs as plain Python."""
 
-    def __init__(self, fun: Callable[..., Any]):
+    def __init__(self, fun: Callable[..., Any], nondiff_argnums: tuple[int, ...] = ()):
         functools.update_wrapper(self, fun)
         self.fun, self.jvp_rule = fun, None
+        self.nondiff_argnums = tuple(nondiff_argnums)
 
     def defjvp(self, rule: Callable[..., Any]) -> Callable[..., Any]:
         """Set `rule(primals, tangents) -> (primal_out, tangent_out)`."""
         self.jvp_rule = rule
         return rule
 
+    def defjvps(self, *jvps: Callable[..., Any] | None) -> None:
+        """One function per (differentiated) argument: `jvp_i(tangent_i, primal_out,
+        *primals)` gives that argument's contribution to the output tangent (None: the
+        output does not depend on it); the contributions are summed."""
+        def rule(*all_args: Any) -> tuple[Any, Any]:
+            *nondiff, primals, tangents = all_args
+            if len(jvps) != len(primals):
+                raise TypeError(f"custom_jvp {fn_name(self.fun)}: defjvps got {len(jvps)} "
+                                f"functions for {len(primals)} differentiated arguments")
+            out = _call_with_nondiff(self.fun, self.nondiff_argnums, nondiff, primals)
+            total = None
+            for jvp_i, t in zip(jvps, tangents):
+                if jvp_i is None:
+                    continue
+                part = jvp_i(t, out, *primals)
+                total = part if total is None else tree_util.tree_map(
+                    lambda a, b: a + b, total, part)
+            if total is None:
+                total = tree_util.tree_map(lambda o: as_tensor(o).zeros_like(), out)
+            return out, total
+        self.jvp_rule = rule
+
     def __call__(self, *args: Any) -> Any:
         if self.jvp_rule is None:
             raise AttributeError(f"custom_jvp {fn_name(self.fun)} has no rule: call defjvp")
-        jaxpr, consts, leaves, in_tree, out_tree = _trace_fun(self.fun, args)
-        rule = self.jvp_rule
+        if _is_eager(args):
+            return self.fun(*args)
+        fun, rule, args = _without_nondiff(self.fun, self.jvp_rule, self.nondiff_argnums,
+                                           args)
+        jaxpr, consts, leaves, in_tree, out_tree = _trace_fun(fun, args)
 
         def flat_rule(primals: list[Any], tangents: list[Any]) -> tuple[list, list]:
             p = tree_util.tree_unflatten(in_tree, primals)
@@ -76,10 +105,45 @@ class custom_jvp:  # noqa: N801  (JAX's name)
             out, out_dot = rule(tuple(p), tuple(t))
             return tree_util.tree_leaves(out), tree_util.tree_leaves(out_dot)
 
-        flat_rule.__name__ = fn_name(rule)
+        flat_rule.__name__ = fn_name(self.jvp_rule)
         outs = custom_jvp_call_p.bind(*consts, *leaves, call=jaxpr, jvp=flat_rule,
                                       num_consts=len(consts))
         return tree_util.tree_unflatten(out_tree, outs)
+
+
+def _is_eager(args: tuple) -> bool:
+    """Whether no transformation is active (so a custom rule can never be needed)."""
+    from fgrad.core.tensor import EvalTrace
+    from fgrad.core.trace import current_trace
+    return isinstance(current_trace(), EvalTrace)
+
+
+def _call_with_nondiff(fun: Callable[..., Any], nums: tuple[int, ...], nondiff: Any,
+                       diff: Any) -> Any:
+    """`fun` called with the non-differentiated arguments put back at positions `nums`."""
+    full, nd, d = [], iter(nondiff), iter(diff)
+    for i in range(len(nums) + len(diff)):
+        full.append(next(nd) if i in nums else next(d))
+    return fun(*full)
+
+
+def _without_nondiff(fun: Callable[..., Any], rule: Callable[..., Any],
+                     nums: tuple[int, ...], args: tuple) -> tuple[Callable, Callable, tuple]:
+    """`fun` and the jvp rule as functions of the differentiated arguments only."""
+    if not nums:
+        return fun, rule, args
+    nums = tuple(n % len(args) for n in nums)
+    nondiff = [args[n] for n in sorted(nums)]
+    diff = tuple(a for i, a in enumerate(args) if i not in nums)
+
+    def fun_d(*d: Any) -> Any:
+        return _call_with_nondiff(fun, tuple(sorted(nums)), nondiff, d)
+
+    def rule_d(primals: tuple, tangents: tuple) -> Any:
+        return rule(*nondiff, primals, tangents)
+
+    fun_d.__name__ = fn_name(fun)
+    return fun_d, rule_d, diff
 
 
 def _custom_jvp_jvp(primals: list[Any], tangents: list[Any], *, call: Jaxpr, jvp: Any,
@@ -122,11 +186,14 @@ custom_jvp_call_p.batch = _custom_jvp_batch
 # ---------------------------------------------------------------------------- custom_vjp
 
 class custom_vjp:  # noqa: N801  (JAX's name)
-    """Wrap `fun` so that its reverse derivative is given by `defvjp(fwd, bwd)`."""
+    """Wrap `fun` so that its reverse derivative is given by `defvjp(fwd, bwd)`. With
+    `nondiff_argnums`, `fwd` takes every argument, `bwd(*nondiff_args, residuals, ct)` and
+    returns cotangents for the other arguments only."""
 
-    def __init__(self, fun: Callable[..., Any]):
+    def __init__(self, fun: Callable[..., Any], nondiff_argnums: tuple[int, ...] = ()):
         functools.update_wrapper(self, fun)
         self.fun, self.fwd, self.bwd = fun, None, None
+        self.nondiff_argnums = tuple(nondiff_argnums)
 
     def defvjp(self, fwd: Callable[..., Any], bwd: Callable[..., Any]) -> None:
         """`fwd(*args) -> (out, residuals)`; `bwd(residuals, ct) -> tuple of arg cotangents`."""
@@ -135,8 +202,11 @@ class custom_vjp:  # noqa: N801  (JAX's name)
     def __call__(self, *args: Any) -> Any:
         if self.fwd is None:
             raise AttributeError(f"custom_vjp {fn_name(self.fun)} has no rule: call defvjp")
-        jaxpr, consts, leaves, in_tree, out_tree = _trace_fun(self.fun, args)
-        fwd, bwd = self.fwd, self.bwd
+        fun, fwd, bwd = self.fun, self.fwd, self.bwd
+        if self.nondiff_argnums:
+            fun, fwd, bwd, args = _vjp_without_nondiff(fun, fwd, bwd, self.nondiff_argnums,
+                                                       args)
+        jaxpr, consts, leaves, in_tree, out_tree = _trace_fun(fun, args)
 
         def flat_fwd(primals: list[Any]) -> tuple[list, list, Any]:
             out, res = fwd(*tree_util.tree_unflatten(in_tree, primals))
@@ -155,6 +225,26 @@ class custom_vjp:  # noqa: N801  (JAX's name)
         outs = custom_vjp_call_p.bind(*consts, *leaves, call=jaxpr, fwd=flat_fwd, bwd=flat_bwd,
                                       num_consts=len(consts))
         return tree_util.tree_unflatten(out_tree, outs)
+
+
+def _vjp_without_nondiff(fun: Callable[..., Any], fwd: Any, bwd: Any, nums: tuple[int, ...],
+                        args: tuple) -> tuple[Callable, Callable, Callable, tuple]:
+    """`fun`, `fwd` and `bwd` as functions of the differentiated arguments only."""
+    nums = tuple(sorted(n % len(args) for n in nums))
+    nondiff = [args[n] for n in nums]
+    diff = tuple(a for i, a in enumerate(args) if i not in nums)
+
+    def fun_d(*d: Any) -> Any:
+        return _call_with_nondiff(fun, nums, nondiff, d)
+
+    def fwd_d(*d: Any) -> Any:
+        return _call_with_nondiff(fwd, nums, nondiff, d)
+
+    def bwd_d(res: Any, ct: Any) -> Any:
+        return bwd(*nondiff, res, ct)
+
+    fun_d.__name__, fwd_d.__name__, bwd_d.__name__ = fn_name(fun), fn_name(fwd), fn_name(bwd)
+    return fun_d, fwd_d, bwd_d, diff
 
 
 def _ct_leaves(in_cts: tuple, args: tuple) -> list[Any]:
