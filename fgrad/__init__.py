@@ -17,7 +17,7 @@ from fgrad.core.precision import Float64PromotionWarning  # noqa: E402
 from fgrad.core.ir import ShapedArray  # noqa: E402
 from fgrad.core.tensor_interop import block_until_ready, from_dlpack  # noqa: E402
 from fgrad.transforms.eval_shape import eval_shape  # noqa: E402
-from fgrad import debug, tree  # noqa: E402
+from fgrad import debug, profiler, tree  # noqa: E402
 
 ShapeDtypeStruct = ShapedArray
 

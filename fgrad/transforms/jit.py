@@ -81,7 +81,9 @@ class Lowered:
 
 
 def _checking() -> bool:
-    return bool(flags.setting("debug_nans") or flags.setting("debug_infs"))
+    from fgrad import profiler
+    return bool(flags.setting("debug_nans") or flags.setting("debug_infs")) \
+        or profiler.active() is not None
 
 
 class JittedFunction:
@@ -181,6 +183,16 @@ class JittedFunction:
         if isinstance(current_trace(), EvalTrace):
             self._remember_fast(args, kwargs, closed, out_tree)
         return tree_util.tree_unflatten(out_tree, outs)
+
+    def profile(self, *args: Any, **kwargs: Any) -> Any:
+        """Run once to compile, then once under `fgrad.profiler.profile()`; print and return
+        the Profile (its table maps the program's steps to the user's lines)."""
+        from fgrad import profiler
+        self(*args, **kwargs)
+        with profiler.profile() as prof:
+            self(*args, **kwargs)
+        print(prof.table())
+        return prof
 
     def _fast_call(self, args: tuple, kwargs: dict) -> Any:
         """The eager call of an already compiled signature, without binding `jit`: look up
