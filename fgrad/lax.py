@@ -4,6 +4,7 @@ from fgrad.core.prims import (broadcast_in_dim, concatenate, convert, cumulative
                               dot_general, gather, iota, pad, reduce_max, reduce_min,
                               reduce_prod, reduce_sum, reshape, rev, scatter, select, slice_,
                               transpose)
+from fgrad.collectives import all_gather, axis_index, pmax, pmean, pmin, psum
 from fgrad.lax_conv import conv_general_dilated
 from fgrad.lax_dynamic import (dynamic_index_in_dim, dynamic_slice, dynamic_slice_in_dim,
                                dynamic_update_index_in_dim, dynamic_update_slice,
@@ -18,4 +19,5 @@ __all__ = ["cond", "switch", "scan", "while_loop", "fori_loop", "broadcast_in_di
            "reduce_max", "reduce_min", "reduce_prod", "reduce_sum", "reshape", "rev", "scatter",
            "select", "slice_", "stop_gradient", "transpose", "conv_general_dilated",
            "dynamic_index_in_dim", "dynamic_slice", "dynamic_slice_in_dim",
-           "dynamic_update_index_in_dim", "dynamic_update_slice", "dynamic_update_slice_in_dim"]
+           "dynamic_update_index_in_dim", "dynamic_update_slice", "dynamic_update_slice_in_dim",
+           "all_gather", "axis_index", "pmax", "pmean", "pmin", "psum"]
