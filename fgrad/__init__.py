@@ -17,6 +17,8 @@ from fgrad.core.precision import Float64PromotionWarning  # noqa: E402
 from fgrad.core.ir import ShapedArray  # noqa: E402
 from fgrad.core.tensor_interop import block_until_ready, from_dlpack  # noqa: E402
 from fgrad.transforms.eval_shape import eval_shape  # noqa: E402
+from fgrad.transforms.remat_policies import (checkpoint_name, checkpoint_policies,  # noqa: E402
+                                             print_saved_residuals)
 from fgrad import debug, profiler, tree  # noqa: E402
 
 ShapeDtypeStruct = ShapedArray
@@ -25,8 +27,9 @@ remat = checkpoint
 __version__ = "0.1.0"
 __all__ = [
     "ClosedJaxpr", "ConcretizationError", "DType", "Float64PromotionWarning", "Jaxpr",
-    "ShapeDtypeStruct", "ShapedArray", "Tensor", "block_until_ready", "checkpoint", "config",
+    "ShapeDtypeStruct", "ShapedArray", "Tensor", "block_until_ready", "checkpoint", "checkpoint_name",
+    "checkpoint_policies", "config",
     "custom_jvp", "custom_vjp", "debug_infs", "debug_nans", "device_put", "devices",
     "disable_jit", "dtypes", "eval_shape", "from_dlpack", "grad", "hessian", "jacfwd",
-    "jacrev", "jit", "jvp", "lax", "linearize", "make_jaxpr", "nn", "optim", "random",
-    "remat", "stop_gradient", "tree", "tree_util", "value_and_grad", "vjp", "vmap"]
+    "jacrev", "jit", "jvp", "lax", "linearize", "make_jaxpr", "nn", "optim",
+    "print_saved_residuals", "random", "remat", "stop_gradient", "tree", "tree_util", "value_and_grad", "vjp", "vmap"]

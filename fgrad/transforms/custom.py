@@ -326,38 +326,47 @@ custom_lin_p.batch = lambda args, dims, **params: (_custom_lin_impl(), None)
 
 # ---------------------------------------------------------------------------- checkpoint
 
-def checkpoint(fun: Callable[..., Any], prevent_cse: bool = True) -> Callable[..., Any]:
-    """`fun` with rematerialization: reverse mode stores only its inputs."""
+def checkpoint(fun: Callable[..., Any], prevent_cse: bool = True,
+               policy: Callable[..., bool] | None = None) -> Callable[..., Any]:
+    """`fun` with rematerialization: reverse mode stores only its inputs, plus the values a
+    `policy` (see `fgrad.checkpoint_policies`) allows to save."""
 
     @functools.wraps(fun)
     def remat_fun(*args: Any) -> Any:
         jaxpr, consts, leaves, _, out_tree = _trace_fun(fun, args)
-        outs = remat_p.bind(*consts, *leaves, call=jaxpr)
+        outs = remat_p.bind(*consts, *leaves, call=jaxpr, policy=policy)
         return tree_util.tree_unflatten(out_tree, outs)
 
     return remat_fun
 
 
-def _remat_jvp(primals: list[Any], tangents: list[Any], *, call: Jaxpr) -> tuple[list, list]:
+def _remat_jvp(primals: list[Any], tangents: list[Any], *, call: Jaxpr, policy: Any = None
+               ) -> tuple[list, list]:
     nonzero = [t is not None for t in tangents]
     jj, jc, _ = U.jvp_jaxpr(call, nonzero, True)
-    outs = remat_p.bind(*jc, *primals, *[t for t in tangents if t is not None], call=jj)
+    outs = remat_p.bind(*jc, *primals, *[t for t in tangents if t is not None], call=jj,
+                        policy=policy)
     n = len(call.outvars)
     return outs[:n], outs[n:]
 
 
 def _remat_partial_eval(trace: StagingTrace, args: list[Any], own: list[bool],
                         params: dict) -> list[Any]:
-    call = params["call"]
+    from fgrad.transforms.remat_policies import policy_split
+    call, policy = params["call"], params.get("policy")
     _, _, _, out_unknowns, _ = U.partial_eval_flat(call, own)
-    known_outs = [v for v, u in zip(call.outvars, out_unknowns, strict=True) if not u]
-    known_call = Jaxpr([], call.invars, _live_eqns(call.eqns, known_outs), known_outs)
-    with set_current_trace(trace.parent):
-        k_outs = remat_p.bind(*[_known(a, trace) for a in args], call=known_call) \
-            if known_outs else []
     unknown_outs = [v for v, u in zip(call.outvars, out_unknowns, strict=True) if u]
-    u_call = Jaxpr([], call.invars, _live_eqns(call.eqns, unknown_outs), unknown_outs)
-    u_outs = trace.stage(remat_p, args, dict(call=u_call)) if unknown_outs else []
+    saved, u_eqns = policy_split(call, own, unknown_outs, policy)
+    known_outs = [v for v, u in zip(call.outvars, out_unknowns, strict=True) if not u]
+    k_all = known_outs + saved
+    known_call = Jaxpr([], call.invars, _live_eqns(call.eqns, k_all), k_all)
+    with set_current_trace(trace.parent):
+        k_outs = remat_p.bind(*[_known(a, trace) for a in args], call=known_call,
+                              policy=policy) if k_all else []
+    k_outs, k_saved = k_outs[:len(known_outs)], k_outs[len(known_outs):]
+    u_call = Jaxpr([], list(call.invars) + saved, u_eqns, unknown_outs)
+    u_outs = trace.stage(remat_p, list(args) + list(k_saved), dict(call=u_call, policy=policy)) \
+        if unknown_outs else []
     k_it, u_it = iter(k_outs), iter(u_outs)
     return [next(u_it) if u else next(k_it) for u in out_unknowns]
 
@@ -367,7 +376,7 @@ def _known(a: Any, trace: StagingTrace) -> Any:
     return zeros(a.shape, a.dtype) if own_tracer(trace, a) else a
 
 
-def _remat_transpose(cts: list[Any], *args: Any, call: Jaxpr) -> list[Any]:
+def _remat_transpose(cts: list[Any], *args: Any, call: Jaxpr, policy: Any = None) -> list[Any]:
     """Recompute the primal part of `call` now (partial evaluation), then transpose only its
     linear part, so primitives mixing primal and tangent work (a jvp'd scan) transpose."""
     linear = [is_undefined(a) for a in args]
@@ -383,10 +392,10 @@ def _remat_transpose(cts: list[Any], *args: Any, call: Jaxpr) -> list[Any]:
     return [next(outs) if lin else None for lin in linear]
 
 
-def _remat_batch(args: list[Any], dims: list[Any], *, call: Jaxpr) -> Any:
+def _remat_batch(args: list[Any], dims: list[Any], *, call: Jaxpr, policy: Any = None) -> Any:
     size = next(a.shape[d] for a, d in zip(args, dims) if d is not None)
     bj, bc = U.batch_jaxpr(call, dims, size, [0] * len(call.outvars))
-    return remat_p.bind(*bc, *args, call=bj), [0] * len(call.outvars)
+    return remat_p.bind(*bc, *args, call=bj, policy=policy), [0] * len(call.outvars)
 
 
 remat_p.abstract_eval = _abstract
