@@ -27,9 +27,9 @@ remat = checkpoint
 __version__ = "0.1.0"
 __all__ = [
     "ClosedJaxpr", "ConcretizationError", "DType", "Float64PromotionWarning", "Jaxpr",
-    "ShapeDtypeStruct", "ShapedArray", "Tensor", "block_until_ready", "checkpoint", "checkpoint_name",
-    "checkpoint_policies", "config",
-    "custom_jvp", "custom_vjp", "debug_infs", "debug_nans", "device_put", "devices",
-    "disable_jit", "dtypes", "eval_shape", "from_dlpack", "grad", "hessian", "jacfwd",
-    "jacrev", "jit", "jvp", "lax", "linearize", "make_jaxpr", "nn", "optim",
-    "print_saved_residuals", "random", "remat", "stop_gradient", "tree", "tree_util", "value_and_grad", "vjp", "vmap"]
+    "ShapeDtypeStruct", "ShapedArray", "Tensor", "block_until_ready", "checkpoint",
+    "checkpoint_name", "checkpoint_policies", "config", "custom_jvp", "custom_vjp", "debug",
+    "debug_infs", "debug_nans", "device_put", "devices", "disable_jit", "dtypes",
+    "eval_shape", "from_dlpack", "grad", "hessian", "jacfwd", "jacrev", "jit", "jvp", "lax",
+    "linearize", "make_jaxpr", "nn", "optim", "print_saved_residuals", "profiler", "random",
+    "remat", "stop_gradient", "tree", "tree_util", "value_and_grad", "vjp", "vmap"]

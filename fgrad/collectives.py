@@ -29,7 +29,7 @@ _REDUCE = {"sum": "sum", "mean": "mean", "max": "max", "min": "min"}
 
 def _named_trace(axis_name: Any, who: str) -> Any:
     from fgrad.transforms.batching import BatchTrace
-    trace = current_trace()
+    trace: Any = current_trace()
     while trace is not None:
         if isinstance(trace, BatchTrace) and trace.axis_name == axis_name:
             return trace

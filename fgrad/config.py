@@ -41,6 +41,7 @@ def _check(name: str, value: Any) -> Any:
                         f"{type(value).__name__} {value!r}")
     if name == "backend":
         from fgrad.transforms.jit import BACKENDS
+        value = str(value)
         if value.lower() not in BACKENDS:
             raise ValueError(f"fgrad.config.update('backend', {value!r}): choose one of "
                              f"{BACKENDS}")

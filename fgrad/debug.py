@@ -25,7 +25,8 @@ from fgrad.core.tensor import Tensor, as_tensor
 __all__ = ["callback", "debug_callback_p", "print"]
 
 debug_callback_p = Primitive("debug_callback", multiple_results=True)
-debug_callback_p.effectful = True  # type: ignore[attr-defined]  (dead-code removal keeps it)
+# Effectful: dead-code removal keeps its equations although they have no outputs.
+debug_callback_p.effectful = True  # type: ignore[attr-defined]
 
 
 def _abstract(*avals: Any, callback: Callable[..., None]) -> list[Any]:

@@ -46,7 +46,11 @@ def unflatten(treedef: PyTreeDef, leaves: Any) -> Any:
 def reduce(function: Callable[[Any, Any], Any], tree: Any, *initializer: Any,
            is_leaf: IsLeaf = None) -> Any:
     """Fold `function` over the leaves of `tree` (with an optional initial value)."""
-    return tree_util.tree_reduce(function, tree, *initializer, is_leaf=is_leaf)
+    if len(initializer) > 1:
+        raise TypeError(f"tree.reduce takes at most one initializer, got {len(initializer)}")
+    if initializer:
+        return tree_util.tree_reduce(function, tree, initializer[0], is_leaf=is_leaf)
+    return tree_util.tree_reduce(function, tree, is_leaf=is_leaf)
 
 
 def all(tree: Any, is_leaf: IsLeaf = None) -> bool:  # noqa: A001
@@ -96,5 +100,6 @@ def register_pytree_node_class(cls: T) -> T:
         if not callable(getattr(cls, method, None)):
             raise TypeError(f"register_pytree_node_class: {cls.__name__} needs a "
                             f"{method} method")
-    tree_util.register_pytree_node(cls, lambda x: x.tree_flatten(), cls.tree_unflatten)
+    tree_util.register_pytree_node(cls, lambda x: x.tree_flatten(),
+                                   getattr(cls, "tree_unflatten"))
     return cls

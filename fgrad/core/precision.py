@@ -58,8 +58,8 @@ def warn_float64_promotion(a: Any, b: Any, op: str = "an op") -> None:
     narrow = a if a.itemsize < b.itemsize else b
     narrow_name = str(np.dtype(narrow.np))
     warnings.warn(
-        f"{op}: a float64 operand meets a {narrow_name} one, so the result (and everything computed "
-        f"from it) is float64, which runs about 2x slower. NumPy arrays are float64 by default: "
-        f"cast them with x.astype('float32') or np.asarray(x, np.float32). If float64 is "
-        f"intended, silence this with fgrad.config.update('warn_float64', False).",
+        f"{op}: a float64 operand meets a {narrow_name} one, so the result (and everything "
+        f"computed from it) is float64, which runs about 2x slower. NumPy arrays are float64 "
+        f"by default: cast them with x.astype('float32') or np.asarray(x, np.float32). If "
+        f"float64 is intended, silence this with fgrad.config.update('warn_float64', False).",
         Float64PromotionWarning, stacklevel=_user_stacklevel())

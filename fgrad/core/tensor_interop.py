@@ -41,8 +41,8 @@ class InteropMixin:
             arr = arr.astype(np.float32)
         if arr.size == 1:
             return format(arr.reshape(()).item(), spec)
-        return np.array2string(arr, separator=", ",
-                               formatter={"all": lambda v: format(v.item(), spec)})
+        fmt: Any = {"all": lambda v: format(v.item(), spec)}
+        return np.array2string(arr, separator=", ", formatter=fmt)
 
     def block_until_ready(self) -> Any:
         """Wait until this Tensor's value is computed (device queues finished); returns it."""
@@ -55,7 +55,8 @@ class InteropMixin:
         """DLPack's (device type, device id): CPU for host data."""
         data = self._data  # type: ignore[attr-defined]
         if not isinstance(data, np.ndarray):
-            raise BufferError(f"DLPack export of a Tensor on {self.device!r} is not supported; "  # type: ignore[attr-defined]
+            where = getattr(self, "device", "a device")
+            raise BufferError(f"DLPack export of a Tensor on {where!r} is not supported; "
                               f"move it to the CPU first with t.to('CPU')")
         return (_KDLCPU, 0)
 
@@ -83,7 +84,7 @@ def _writable_alias(arr: np.ndarray) -> np.ndarray:
         return np.array(arr)
     raw = (ctypes.c_byte * arr.nbytes).from_address(arr.ctypes.data)
     raw._fgrad_owner = arr  # type: ignore[attr-defined]
-    return np.frombuffer(raw, dtype=arr.dtype).reshape(arr.shape)
+    return np.frombuffer(raw, dtype=arr.dtype).reshape(arr.shape)  # type: ignore[call-overload]
 
 
 def from_dlpack(x: Any, copy: bool | None = None) -> Any:

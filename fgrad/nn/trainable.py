@@ -34,7 +34,7 @@ def _mask(node: Any) -> Any:
     if isinstance(node, Module):
         fields = vars(node)
         kids = [_all(fields[n], False) if is_buffer_field(node, n) else _mask(fields[n])
-                for n in node._fgrad_children]
+                for n in getattr(node, "_fgrad_children")]
         return tree_util.tree_structure(node, is_leaf=lambda x: x is not node).unflatten(kids)
     children, treedef = tree_util.tree_flatten(node, is_leaf=lambda x: x is not node)
     if treedef.is_leaf():
@@ -118,5 +118,5 @@ class Frozen(Module):
         from fgrad.transforms import stop_gradient
         out = stop_gradient(self.module)(*args, **kwargs)
         if getattr(self.module, "stateful", False) and isinstance(out, tuple):
-            return out[0], Frozen(out[1])
+            return out[0], Frozen(out[1])  # type: ignore[call-arg]
         return out

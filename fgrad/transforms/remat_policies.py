@@ -138,7 +138,7 @@ def print_saved_residuals(fn: Callable[..., Any], *args: Any) -> list[str]:
         return tree_util.tree_leaves(out)
 
     _, lin = linearize_flat(flat, leaves, [x.dtype.is_float for x in leaves])
-    readers = {}
+    readers: dict[int, Eqn] = {}
     for e in lin.jaxpr.eqns:
         for a in e.inputs:
             readers.setdefault(id(a), e)
@@ -147,9 +147,10 @@ def print_saved_residuals(fn: Callable[..., Any], *args: Any) -> list[str]:
         where = next((f"from argument {i} of {fn_name(fn)}" for i, x in enumerate(leaves)
                       if c is x), None)
         if where is None:
-            e = readers.get(id(v))
-            src = f" ({e.source})" if e is not None and e.source is not None else ""
-            where = f"read by {e.primitive.name}{src}" if e is not None else "output"
+            reader = readers.get(id(v))
+            src = f" ({reader.source})" if reader is not None and reader.source is not None \
+                else ""
+            where = f"read by {reader.primitive.name}{src}" if reader is not None else "output"
         lines.append(f"{c.dtype.short}{list(c.shape)} {where}")
     print("\n".join(lines))
     return lines
