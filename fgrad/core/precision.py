@@ -2,8 +2,8 @@
 
 fgrad does not silently narrow data: `Tensor(np.random.rand(3))` is float64, as in NumPy and
 PyTorch's `from_numpy`. But when such a Tensor meets a float32 (or float16/bfloat16) Tensor in
-one op, the result is float64 and the rest of the model runs in float64 (about twice as slow on
-CPU, far slower on most GPUs). fgrad then emits `Float64PromotionWarning`, pointing at the
+one op, the result is float64 and the rest of the model runs in float64 (twice the memory
+traffic, often slower, far slower on most GPUs). fgrad then emits `Float64PromotionWarning`, pointing at the
 user's line; Python shows it once per line. Cast the data (`x.astype("float32")`,
 `np.float32`) to stay in float32, or silence it with `fgrad.config.update("warn_float64",
 False)` (or `FGRAD_WARN_FLOAT64=0`) when float64 is intended.
@@ -59,7 +59,7 @@ def warn_float64_promotion(a: Any, b: Any, op: str = "an op") -> None:
     narrow_name = str(np.dtype(narrow.np))
     warnings.warn(
         f"{op}: a float64 operand meets a {narrow_name} one, so the result (and everything "
-        f"computed from it) is float64, which runs about 2x slower. NumPy arrays are float64 "
+        f"computed from it) is float64, which is often slower. NumPy arrays are float64 "
         f"by default: cast them with x.astype('float32') or np.asarray(x, np.float32). If "
         f"float64 is intended, silence this with fgrad.config.update('warn_float64', False).",
         Float64PromotionWarning, stacklevel=_user_stacklevel())
