@@ -3,8 +3,8 @@
 fgrad does not silently narrow data: `Tensor(np.random.rand(3))` is float64, as in NumPy and
 PyTorch's `from_numpy`. But when such a Tensor meets a float32 (or float16/bfloat16) Tensor in
 one op, the result is float64 and the rest of the model runs in float64 (twice the memory
-traffic, often slower, far slower on most GPUs). fgrad then emits `Float64PromotionWarning`, pointing at the
-user's line; Python shows it once per line. Cast the data (`x.astype("float32")`,
+traffic, often slower, far slower on most GPUs). fgrad then emits `Float64PromotionWarning`,
+pointing at the user's line; Python shows it once per line. Cast the data (`x.astype("float32")`,
 `np.float32`) to stay in float32, or silence it with `fgrad.config.update("warn_float64",
 False)` (or `FGRAD_WARN_FLOAT64=0`) when float64 is intended.
 """
