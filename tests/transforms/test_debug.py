@@ -73,3 +73,27 @@ def test_callback_receives_numpy_and_static_values():
     (arr, tag, scale), = seen
     assert isinstance(arr, np.ndarray) and tag == "t" and scale == 2
     np.testing.assert_array_equal(arr, X * 3)
+
+
+@pytest.mark.parametrize("jit", [False, True])
+def test_grad_of_scan_prints_in_forward_order(capsys, jit):
+    def body(c, xi):
+        fgrad.debug.print("c={c}", c=c)
+        return c * xi, c
+
+    g = fgrad.grad(lambda x: lax.scan(body, Tensor(1.0), x)[0])
+    out = (fgrad.jit(g) if jit else g)(Tensor(X))
+    np.testing.assert_allclose(out.numpy(), [6.0, 3.0, 2.0])
+    assert _lines(capsys) == ["c=1.0", "c=1.0", "c=2.0"]
+
+
+def test_cond_and_while_bodies(capsys):
+    def g(p, v):
+        return lax.cond(p, lambda v: (fgrad.debug.print("true {}", v), v)[1],
+                        lambda v: (fgrad.debug.print("false {}", v), v * 0)[1], v)
+
+    fgrad.jit(g)(Tensor(True), Tensor(X))
+    fgrad.jit(g)(Tensor(False), Tensor(X))
+    fgrad.jit(lambda v: lax.while_loop(
+        lambda c: c < 3, lambda c: (fgrad.debug.print("i={}", c), c + 1)[1], v))(Tensor(0))
+    assert _lines(capsys) == ["true [1. 2. 3.]", "false [1. 2. 3.]", "i=0", "i=1", "i=2"]
