@@ -113,10 +113,20 @@ class Frozen(Module):
     buffers = ("module",)
     module: Module
 
+    @property
+    def stateful(self) -> bool:  # type: ignore[override]
+        """Whether the wrapped module returns `(y, new_module)` (then so does this one)."""
+        return bool(getattr(self.module, "stateful", False))
+
+    @property
+    def needs_key(self) -> bool:  # type: ignore[override]
+        """Whether the wrapped module takes `training=` and `key=`."""
+        return bool(getattr(self.module, "needs_key", False))
+
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Call the wrapped module with its parameters' gradients stopped."""
         from fgrad.transforms import stop_gradient
         out = stop_gradient(self.module)(*args, **kwargs)
-        if getattr(self.module, "stateful", False) and isinstance(out, tuple):
+        if self.stateful and isinstance(out, tuple):
             return out[0], Frozen(out[1])  # type: ignore[call-arg]
         return out

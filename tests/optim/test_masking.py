@@ -174,3 +174,13 @@ def test_masked_under_jit_matches_eager():
                                    atol=1e-6)
         np.testing.assert_allclose(eager[k].numpy(), FIX[f"multi/{k}"][0], rtol=2e-5,
                                    atol=1e-6)
+
+
+def test_frozen_batchnorm_in_sequential_keeps_its_protocol():
+    seq = nn.Sequential(nn.Frozen(nn.BatchNorm(3)), nn.Linear(3, 2, key=fgrad.random.PRNGKey(1)))
+    x = Tensor(np.random.default_rng(2).normal(size=(5, 3)).astype(np.float32))
+    y, new_seq = seq(x, training=True)
+    assert y.shape == (5, 2) and isinstance(new_seq.layers[0], nn.Frozen)
+    np.testing.assert_allclose(new_seq.layers[0].module.running_mean.numpy(),
+                               0.1 * x.numpy().mean(0), rtol=1e-5, atol=1e-7)
+    assert nn.trainable_mask(new_seq).layers[0].module.weight is False
