@@ -17,7 +17,7 @@ from fgrad.core.ir import Jaxpr
 from fgrad.core.primitive import Primitive
 from fgrad.core.prims import is_undefined, zeros
 from fgrad.core.staging import StagingTrace, _live_eqns
-from fgrad.core.tensor import as_tensor
+from fgrad.core.tensor import ConcretizationError, as_tensor
 from fgrad.core.trace import set_current_trace
 from fgrad.transforms import cf_util as U
 
@@ -97,7 +97,13 @@ class custom_jvp:  # noqa: N801  (JAX's name)
             return self.fun(*args)
         fun, rule, args = _without_nondiff(self.fun, self.jvp_rule, self.nondiff_argnums,
                                            args)
-        jaxpr, consts, leaves, in_tree, out_tree = _trace_fun(fun, args)
+        try:
+            jaxpr, consts, leaves, in_tree, out_tree = _trace_fun(fun, args)
+        except ConcretizationError:
+            direct = _concrete_jvp(rule, args)   # Python control flow on concrete primals
+            if direct is None:
+                raise
+            return direct
 
         def flat_rule(primals: list[Any], tangents: list[Any]) -> tuple[list, list]:
             p = tree_util.tree_unflatten(in_tree, primals)
@@ -111,11 +117,32 @@ class custom_jvp:  # noqa: N801  (JAX's name)
         return tree_util.tree_unflatten(out_tree, outs)
 
 
-def _is_eager(args: tuple) -> bool:
-    """Whether no transformation is active (so a custom rule can never be needed)."""
-    from fgrad.core.tensor import EvalTrace
+def _concrete_jvp(rule: Callable[..., Any], args: tuple) -> Any:
+    """Under a JVP trace whose primals are all concrete, the rule's `(out, out_tangent)` as
+    JVP tracers (no tracing of the function, as JAX does); None when that does not apply."""
+    from fgrad.core.tensor import Tensor, Tracer
     from fgrad.core.trace import current_trace
-    return isinstance(current_trace(), EvalTrace)
+    from fgrad.transforms.jvp import JVPTrace
+    trace = current_trace()
+    if not isinstance(trace, JVPTrace):
+        return None
+    leaves, treedef = tree_util.tree_flatten(args)
+    pairs = [trace.split(x) if isinstance(x, Tensor) else (x, None) for x in leaves]
+    if any(isinstance(p, Tracer) for p, _ in pairs):
+        return None
+    primals = [as_tensor(p) for p, _ in pairs]
+    tangents = [p.zeros_like() if t is None else t for p, (_, t) in zip(primals, pairs)]
+    with set_current_trace(trace.parent):
+        out, out_dot = rule(tuple(treedef.unflatten(primals)),
+                            tuple(treedef.unflatten(tangents)))
+    return tree_util.tree_map(trace.wrap, out, out_dot)
+
+
+def _is_eager(args: tuple) -> bool:
+    """Whether no argument is traced by any transformation (so the custom rule can never be
+    needed and the function may run as plain Python)."""
+    from fgrad.core.tensor import Tracer
+    return not any(isinstance(x, Tracer) for x in tree_util.tree_leaves(args))
 
 
 def _call_with_nondiff(fun: Callable[..., Any], nums: tuple[int, ...], nondiff: Any,

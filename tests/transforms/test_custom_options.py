@@ -91,3 +91,20 @@ def test_defjvps_wrong_count_is_reported():
     f.defjvps(lambda t, out, x, y: t * y)
     with pytest.raises(TypeError, match="defjvps got 1 functions for 2"):
         fgrad.grad(lambda a: f(a, a).sum())(Tensor(X))
+
+
+def test_custom_jvp_python_if_under_grad_and_jvp_with_concrete_primals():
+    @fgrad.custom_jvp
+    def clipped_log(x):
+        if float(x.min()) <= 0:
+            return x.maximum(1e-6).log()
+        return x.log()
+
+    clipped_log.defjvp(lambda p, t: (clipped_log(p[0]), t[0] / p[0].maximum(1e-6)))
+    pos = np.abs(X) + 0.5
+    g = fgrad.grad(lambda x: clipped_log(x).sum())(Tensor(pos))
+    np.testing.assert_allclose(g.numpy(), 1 / pos, rtol=1e-6)
+    _, tan = fgrad.jvp(clipped_log, (Tensor(pos),), (Tensor(np.ones(3, np.float32)),))
+    np.testing.assert_allclose(tan.numpy(), 1 / pos, rtol=1e-6)
+    with pytest.raises(fgrad.ConcretizationError):
+        fgrad.jit(clipped_log)(Tensor(pos))      # abstract values: Python if cannot run
