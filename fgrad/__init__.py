@@ -35,10 +35,26 @@ def _load_opencl_devices() -> None:
 _executables.BACKEND_LOADERS.append(_load_native_compilers)
 _device.DEVICE_LOADERS.append(_load_opencl_devices)
 
+from fgrad.config import config, disable_jit  # noqa: E402  (the object shadows the module)
+from fgrad.transforms.nan_check import debug_infs, debug_nans  # noqa: E402
+from fgrad.core.precision import Float64PromotionWarning  # noqa: E402
+from fgrad.core.ir import ShapedArray  # noqa: E402
+from fgrad.core.methods.interop import block_until_ready, from_dlpack  # noqa: E402
+from fgrad.transforms.eval_shape import eval_shape  # noqa: E402
+from fgrad.transforms.remat_policies import (checkpoint_name, checkpoint_policies,  # noqa: E402
+                                             print_saved_residuals)
+from fgrad import debug, profiler, tree  # noqa: E402
+
+ShapeDtypeStruct = ShapedArray
+
 remat = checkpoint
 __version__ = "0.1.0"
-__all__ = ["ClosedJaxpr", "ConcretizationError", "DType", "Jaxpr", "Tensor", "checkpoint",
-           "clear_caches", "custom_jvp", "custom_vjp", "device_put", "devices", "distributed",
-           "dtypes", "grad", "hessian", "jacfwd", "jacrev", "jit", "jvp", "lax", "linearize",
-           "make_jaxpr", "nn", "optim", "process_count", "process_index", "random", "remat",
-           "stop_gradient", "tree_util", "value_and_grad", "vjp", "vmap"]
+__all__ = [
+    "ClosedJaxpr", "ConcretizationError", "DType", "Float64PromotionWarning", "Jaxpr",
+    "ShapeDtypeStruct", "ShapedArray", "Tensor", "block_until_ready", "checkpoint",
+    "checkpoint_name", "checkpoint_policies", "clear_caches", "config", "custom_jvp",
+    "custom_vjp", "debug", "debug_infs", "debug_nans", "device_put", "devices", "disable_jit",
+    "distributed", "dtypes", "eval_shape", "from_dlpack", "grad", "hessian", "jacfwd",
+    "jacrev", "jit", "jvp", "lax", "linearize", "make_jaxpr", "nn", "optim",
+    "print_saved_residuals", "process_count", "process_index", "profiler", "random", "remat",
+    "stop_gradient", "tree", "tree_util", "value_and_grad", "vjp", "vmap"]

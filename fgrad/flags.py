@@ -7,33 +7,84 @@ FGRAD_OPENCL_DEVICE OpenCL device: "P:D" (platform:device indices), "CL:n" or a 
 FGRAD_NUM_THREADS   threads of the llvm backend's large kernels (default: the usable CPUs; 1: off)
 FGRAD_JIT_CACHE_SIZE signatures kept per jitted function, and LLVM engines kept (default 64)
 FGRAD_TRACEBACK_FILTERING "off": keep fgrad's own frames in tracebacks of transformed code
+FGRAD_WARN_FLOAT64  "0": no warning when float64 data promotes a float32 computation
+FGRAD_DEBUG_NANS    "1": jitted calls that produce a NaN rerun op by op and raise where it began
+FGRAD_DEBUG_INFS    "1": the same for infinities
+FGRAD_DISABLE_JIT   "1": `jit` calls the Python function directly (for print/pdb debugging)
+FGRAD_LOG_COMPILES  "1": log every trace and compile with its time (logger "fgrad.jit", INFO);
+                    compiles slower than 5 s are logged at WARNING whatever the setting
+
+`fgrad.config.update(name, value)` overrides any of them at run time (lower-case names without
+the FGRAD_ prefix, e.g. "backend", "debug_nans").
 """
 from __future__ import annotations
 
+import functools
 import os
+from typing import Any, Callable
+
+BACKENDS = ("numpy", "llvm", "opencl")  # the jit backends
+# Values set with fgrad.config.update; they win over the environment.
+OVERRIDES: dict[str, Any] = {}
 
 
+def _overridable(name: str) -> Callable[[Callable[[], Any]], Callable[[], Any]]:
+    def wrap(read_env: Callable[[], Any]) -> Callable[[], Any]:
+        @functools.wraps(read_env)
+        def read() -> Any:
+            return OVERRIDES[name] if name in OVERRIDES else read_env()
+        ENV_READERS[name] = read_env
+        return read
+    return wrap
+
+
+ENV_READERS: dict[str, Callable[[], Any]] = {}
+
+
+def _env_flag(var: str, default: str = "0") -> bool:
+    return os.environ.get(var, default).strip() not in ("", "0", "false", "False")
+
+
+def setting(name: str) -> Any:
+    """The current value of setting `name` (a config override, else the environment)."""
+    return OVERRIDES[name] if name in OVERRIDES else ENV_READERS[name]()
+
+
+ENV_READERS.update({
+    "warn_float64": lambda: _env_flag("FGRAD_WARN_FLOAT64", "1"),
+    "debug_nans": lambda: _env_flag("FGRAD_DEBUG_NANS"),
+    "debug_infs": lambda: _env_flag("FGRAD_DEBUG_INFS"),
+    "disable_jit": lambda: _env_flag("FGRAD_DISABLE_JIT"),
+    "log_compiles": lambda: _env_flag("FGRAD_LOG_COMPILES"),
+})
+
+
+@_overridable("backend")
 def default_backend() -> str:
     """The jit backend used when `backend=None`."""
     return os.environ.get("FGRAD_BACKEND", "llvm").lower()
 
 
+@_overridable("log_retrace")
 def log_retrace() -> bool:
     """Whether to log the reason for every retrace."""
     return os.environ.get("FGRAD_LOG_RETRACE", "0") not in ("", "0", "false", "False")
 
 
+@_overridable("cache_dir")
 def cache_dir() -> str:
     """Directory of the on-disk compile cache."""
     default = os.path.join(os.path.expanduser("~"), ".cache", "fgrad")
     return os.environ.get("FGRAD_CACHE_DIR", default)
 
 
+@_overridable("opencl_device")
 def opencl_device() -> str | None:
     """The OpenCL device the user picked (None: first GPU, else first device)."""
     return os.environ.get("FGRAD_OPENCL_DEVICE") or None
 
 
+@_overridable("num_threads")
 def num_threads() -> int:
     """Threads the llvm backend splits large kernels over (at least 1)."""
     value = os.environ.get("FGRAD_NUM_THREADS", "")
@@ -48,6 +99,7 @@ def num_threads() -> int:
         return os.cpu_count() or 1
 
 
+@_overridable("jit_cache_size")
 def jit_cache_size() -> int:
     """Signatures each jitted function keeps traced and compiled (least recently used ones
     are dropped beyond this), and compiled LLVM engines kept for reuse across functions."""
@@ -60,6 +112,7 @@ def jit_cache_size() -> int:
         raise ValueError(f"FGRAD_JIT_CACHE_SIZE must be an integer, got {value!r}") from None
 
 
+@_overridable("traceback_filtering")
 def traceback_filtering() -> bool:
     """Whether errors raised under a transformation hide fgrad's internal frames."""
     return os.environ.get("FGRAD_TRACEBACK_FILTERING", "on").lower() not in (

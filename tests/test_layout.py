@@ -14,9 +14,10 @@ PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "fgrad"
 MAX_MODULES_PER_FOLDER = 16
 MAX_MODULE_LINES = 600
 # The layers from the bottom up: a subpackage may import only those below it.
-LAYERS = [{"fgrad.flags"}, {"fgrad.core"}, {"fgrad.transforms"},
-          {"fgrad.random", "fgrad.lax", "fgrad.numpy", "fgrad.distributed"}, {"fgrad.scipy"},
-          {"fgrad.lower"}, {"fgrad.nn", "fgrad.optim"}]
+LAYERS = [{"fgrad.flags", "fgrad.profiler"}, {"fgrad.config"}, {"fgrad.core"},
+          {"fgrad.transforms"}, {"fgrad.random", "fgrad.lax", "fgrad.numpy", "fgrad.distributed",
+                                 "fgrad.debug", "fgrad.tree"},
+          {"fgrad.scipy"}, {"fgrad.lower"}, {"fgrad.nn"}, {"fgrad.optim"}]
 
 
 def _module_name(path: pathlib.Path) -> str:

@@ -93,7 +93,7 @@ class StagingTrace(Trace):
 
     def process_primitive(self, prim: Any, args: Sequence[Any], params: dict) -> list[Any]:
         own = [own_tracer(self, x) for x in args]
-        if self.partial and not any(own) and not prim_has_effects(prim):
+        if self.partial and not any(own):  # known inputs: run now (host callbacks too)
             with set_current_trace(self.parent):
                 out = prim.bind(*args, **params)
             return list(out) if prim.multiple_results else [out]

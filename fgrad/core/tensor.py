@@ -15,6 +15,7 @@ from fgrad.core import dtypes as _dt
 from fgrad.core.dtypes import DType, dtypes
 from fgrad.core.errors import ArgumentError, ArgumentTypeError, IndexRangeError
 from fgrad.core.ir import ShapedArray
+from fgrad.core.methods.interop import InteropMixin
 from fgrad.core.methods.tensor_create import CreationMixin
 from fgrad.core.methods.tensor_math import MathMixin
 from fgrad.core.methods.tensor_movement import MovementMixin
@@ -24,7 +25,7 @@ from fgrad.core.methods.extra_ops import ExtraOpsMixin
 from fgrad.core.methods.linalg import LinalgMixin
 from fgrad.core.methods.math_ops import MathOpsMixin
 from fgrad.core.methods.movement_ops import MovementOpsMixin
-from fgrad.core.methods.nn_ops import NNOpsMixin
+from fgrad.core.methods.nn.nn_ops import NNOpsMixin
 
 
 class ConcretizationError(TypeError):
@@ -72,7 +73,7 @@ def _freeze(arr: np.ndarray) -> np.ndarray:
 
 
 class Tensor(MathMixin, MovementMixin, ReduceMixin, CreationMixin, MathOpsMixin,
-             MovementOpsMixin, NNOpsMixin, LinalgMixin, ExtraOpsMixin):
+             MovementOpsMixin, NNOpsMixin, LinalgMixin, ExtraOpsMixin, InteropMixin):
     """An immutable n-dimensional array (tinygrad's API, JAX's semantics).
 
     `Tensor(data, dtype=None)` accepts Python scalars, nested lists, NumPy arrays and Tensors.

@@ -30,14 +30,15 @@ from fgrad.nn.layers import (
 from fgrad.nn.layers_attention import MultiHeadAttention
 from fgrad.nn.layers_rnn import GRUCell, LSTMCell
 from fgrad.nn.module import FrozenModuleError, Module, tree_at
+from fgrad.nn.trainable import Frozen, combine, partition, trainable_mask
 from fgrad.nn.functions import *  # noqa: E402,F401,F403  (jax.nn's functions)
 from fgrad.nn import functions as _functions
 
 __all__ = ["BatchNorm", "BatchNorm1d", "BatchNorm2d", "Conv1d", "Conv2d", "ConvTranspose1d",
-           "ConvTranspose2d", "Dropout", "Embedding", "FrozenModuleError", "GRUCell",
+           "ConvTranspose2d", "Dropout", "Embedding", "Frozen", "FrozenModuleError", "GRUCell",
            "GroupNorm", "InstanceNorm", "LSTMCell", "Lambda", "LayerNorm", "LayerNorm2d",
-           "Linear", "Module", "MultiHeadAttention", "RMSNorm", "Sequential", "state",
-           "tree_at"] + _functions.__all__
+           "Linear", "Module", "MultiHeadAttention", "RMSNorm", "Sequential", "combine",
+           "partition", "state", "trainable_mask", "tree_at"] + _functions.__all__
 
 
 def __getattr__(name: str) -> Any:

@@ -181,6 +181,7 @@ class BatchNorm(Module):
     """
 
     stateful = True
+    buffers = ("running_mean", "running_var", "num_batches_tracked")
     weight: Tensor | None
     bias: Tensor | None
     running_mean: Tensor | None

@@ -177,6 +177,8 @@ class Module:
     stateful: ClassVar[bool] = False
     # True for layers whose `__call__` takes `training=` and a PRNG `key=` (Dropout).
     needs_key: ClassVar[bool] = False
+    # Names of non-trainable fields (optimizers leave them alone; see fgrad/nn/trainable.py).
+    buffers: ClassVar[tuple[str, ...]] = ()
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

@@ -9,6 +9,8 @@
 from fgrad.optim.base import (EmptyState, GradientTransformation, InjectHyperparamsState,
                               ScaleByScheduleState, apply_updates, chain, get_hyperparams,
                               identity, inject_hyperparams, scale_by_schedule, set_hyperparams)
+from fgrad.optim.masking import (MaskedNode, MaskedState, MultiTransformState, masked,
+                                 multi_transform, set_to_zero)
 from fgrad.optim.optimizers import (LAMB, LARS, SGD, Adagrad, Adam, AdamW, Lion, RMSprop)
 from fgrad.optim.schedules import (constant_schedule, cosine_decay_schedule, exponential_decay,
                                    join_schedules, linear_schedule, piecewise_constant_schedule,
@@ -25,6 +27,8 @@ __all__ = [
     "EmptyState", "GradientTransformation", "InjectHyperparamsState", "ScaleByScheduleState",
     "apply_updates", "chain", "get_hyperparams", "identity", "inject_hyperparams",
     "scale_by_schedule", "set_hyperparams",
+    "MaskedNode", "MaskedState", "MultiTransformState", "masked", "multi_transform",
+    "set_to_zero",
     "LAMB", "LARS", "SGD", "Adagrad", "Adam", "AdamW", "Lion", "RMSprop",
     "constant_schedule", "cosine_decay_schedule", "exponential_decay", "join_schedules",
     "linear_schedule", "piecewise_constant_schedule", "polynomial_schedule",

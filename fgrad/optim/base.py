@@ -117,8 +117,10 @@ def chain(*transforms: GradientTransformation) -> GradientTransformation:
 
 
 def apply_updates(params: Any, updates: Any) -> Any:
-    """`params + updates` leafwise, keeping each parameter's dtype."""
-    return tree_map(lambda p, u: cast_like(p + u, p), params, updates)
+    """`params + updates` leafwise, keeping each parameter's dtype; non-trainable leaves
+    (`fgrad.nn.trainable_mask`, e.g. BatchNorm's running statistics) stay as they are."""
+    from fgrad.optim.masking import keep_non_trainable
+    return keep_non_trainable(params, tree_map(lambda p, u: cast_like(p + u, p), params, updates))
 
 
 def scale_by_schedule(step_size_fn: Schedule) -> GradientTransformation:
@@ -165,9 +167,12 @@ def inject_hyperparams(build: Callable[..., GradientTransformation]
 
         def update(grads: Any, state: InjectHyperparamsState, params: Any = None
                    ) -> tuple[Any, InjectHyperparamsState]:
+            from fgrad.optim.masking import zero_non_trainable
             values = current(state.count)
             opt = build(**state.hyperparams, **values)
+            grads = zero_non_trainable(grads)
             updates, inner = opt.update(grads, state.inner_state, params)
+            updates = zero_non_trainable(updates, grads)
             return updates, InjectHyperparamsState(state.count + 1, state.hyperparams, values,
                                                    inner)
         return GradientTransformation(init, update)

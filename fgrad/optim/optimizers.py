@@ -108,10 +108,10 @@ def SGD(lr: ScalarOrSchedule = 0.001, momentum: ScalarOrSchedule = 0.0,  # noqa:
 
 
 def _lamb(lr: Scalar, b1: Scalar, b2: Scalar, eps: Scalar, weight_decay: Scalar | None = None,
-          *, adam: bool) -> GradientTransformation:
+          *, adam: bool, mask: Any = None) -> GradientTransformation:
     parts = [scale_by_adam(b1, b2, eps)]
     if weight_decay is not None:
-        parts.append(add_decayed_weights(weight_decay))
+        parts.append(add_decayed_weights(weight_decay, mask))
     if not adam:
         parts.append(scale_by_trust_ratio())
     return chain(*parts, scale(-lr))
@@ -119,19 +119,24 @@ def _lamb(lr: Scalar, b1: Scalar, b2: Scalar, eps: Scalar, weight_decay: Scalar 
 
 def LAMB(lr: ScalarOrSchedule = 0.001, b1: ScalarOrSchedule = 0.9,  # noqa: N802
          b2: ScalarOrSchedule = 0.999, eps: ScalarOrSchedule = 1e-6,
-         weight_decay: ScalarOrSchedule = 0.0, adam: bool = False) -> GradientTransformation:
+         weight_decay: ScalarOrSchedule = 0.0, adam: bool = False, mask: Any = None
+         ) -> GradientTransformation:
     """LAMB: the Adam direction plus `weight_decay * w`, scaled per parameter by the trust
-    ratio `|w| / |update|` (`adam=True` leaves the ratio out: AdamW)."""
-    build = functools.partial(_lamb, adam=adam)
+    ratio `|w| / |update|` (`adam=True` leaves the ratio out: AdamW). `mask` (bools shaped
+    like the params, or params -> bools) picks the parameters that decay."""
+    build = functools.partial(_lamb, adam=adam, mask=mask)
     hparams = _present(lr=lr, b1=b1, b2=b2, eps=eps, weight_decay=_optional(weight_decay))
     return inject_hyperparams(build)(**hparams)
 
 
 def AdamW(lr: ScalarOrSchedule = 0.001, b1: ScalarOrSchedule = 0.9,  # noqa: N802
           b2: ScalarOrSchedule = 0.999, eps: ScalarOrSchedule = 1e-8,
-          weight_decay: ScalarOrSchedule = 0.01) -> GradientTransformation:
-    """Adam with decoupled weight decay: `w -= lr * (adam_direction + weight_decay * w)`."""
-    return LAMB(lr, b1, b2, eps, weight_decay, adam=True)
+          weight_decay: ScalarOrSchedule = 0.01, mask: Any = None) -> GradientTransformation:
+    """Adam with decoupled weight decay: `w -= lr * (adam_direction + weight_decay * w)`.
+
+    `mask` (bools shaped like the params or a prefix, or params -> bools, as Optax's) picks
+    the parameters that decay, e.g. `lambda p: tree_map(lambda w: w.ndim > 1, p)`."""
+    return LAMB(lr, b1, b2, eps, weight_decay, adam=True, mask=mask)
 
 
 def Adam(lr: ScalarOrSchedule = 0.001, b1: ScalarOrSchedule = 0.9,  # noqa: N802

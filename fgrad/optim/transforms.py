@@ -10,7 +10,7 @@ from typing import Any, Callable, NamedTuple
 
 from fgrad.core.dtypes import dtypes
 from fgrad.core.tensor import Tensor
-from fgrad.core.tree_util import tree_leaves, tree_map
+from fgrad.core.tree_util import tree_flatten, tree_leaves, tree_map
 from fgrad.optim.base import (EmptyState, GradientTransformation, ScalarOrSchedule, cast_like,
                               require_params, scale_by_schedule, step_count, zeros_like_tree)
 
@@ -101,9 +101,12 @@ def add_decayed_weights(weight_decay: Scalar, mask: Any = None) -> GradientTrans
         params = require_params(params, "add_decayed_weights")
         if mask is None:
             return tree_map(lambda g, p: cast_like(g + weight_decay * p, g), grads, params)
-        keep = mask(params) if callable(mask) else mask
-        return tree_map(lambda g, p, m: cast_like(g + weight_decay * p, g) if m else g,
-                        grads, params, keep)
+        from fgrad.optim.masking import leaf_flags
+        keep = leaf_flags(mask, params, "add_decayed_weights")
+        leaves, treedef = tree_flatten(grads)
+        plist = treedef.flatten_up_to(params)
+        return treedef.unflatten(cast_like(g + weight_decay * p, g) if m else g
+                                 for g, p, m in zip(leaves, plist, keep))
     return _stateless(decay)
 
 

@@ -10,7 +10,7 @@ from fgrad.core import tree_util
 from fgrad.core.api_util import flatten_args, fn_name
 from fgrad.core.prims import stop_gradient as _stop_gradient_prim
 from fgrad.core.prims import zeros
-from fgrad.core.tensor import Tensor
+from fgrad.core.tensor import Tensor, as_tensor
 from fgrad.transforms.transpose import linearize_flat
 
 ArgNums = int | Sequence[int]
@@ -72,6 +72,7 @@ def vjp(fn: Callable[..., Any], *primals: Any, has_aux: bool = False) -> Any:
 
     def vjp_fn(ct: Any) -> tuple[Any, ...]:
         ct_leaves, ct_tree = tree_util.tree_flatten(ct)
+        ct_leaves = [as_tensor(c) if isinstance(c, (int, float)) else c for c in ct_leaves]
         if ct_tree != out_tree:
             raise ValueError(f"vjp_fn: cotangent structure {ct_tree} differs from the output "
                              f"structure {out_tree}")

@@ -46,8 +46,8 @@ class BatchTrace(Trace):
 
     name = "vmap"
 
-    def __init__(self, parent: Trace, axis_size: int):
-        self.parent, self.axis_size = parent, axis_size
+    def __init__(self, parent: Trace, axis_size: int, axis_name: Any = None):
+        self.parent, self.axis_size, self.axis_name = parent, axis_size, axis_name
 
     def split(self, x: Any) -> tuple[Any, int | None]:
         if own_tracer(self, x):
@@ -58,6 +58,10 @@ class BatchTrace(Trace):
         pairs = [self.split(x) for x in args]
         vals = [v for v, _ in pairs]
         dims = [d for _, d in pairs]
+        named = getattr(prim, "named_axis_rule", None)
+        if named is not None and self.axis_name is not None \
+                and params.get("axis_name") == self.axis_name:
+            return [named(self, vals, dims, params)]   # a collective over this axis
         assert self.parent is not None, "a BatchTrace is made under a current trace"
         with set_current_trace(self.parent):
             if all(d is None for d in dims):
@@ -121,9 +125,10 @@ R = TypeVar("R")
 
 
 def vmap(fn: Callable[P, R], in_axes: Any = 0, out_axes: Any = 0,
-         axis_size: int | None = None) -> Callable[P, R]:
+         axis_size: int | None = None, axis_name: Any = None) -> Callable[P, R]:
     """Vectorize `fn` over axis `in_axes` of its arguments (pytree prefixes, None = broadcast),
-    stacking outputs along `out_axes`."""
+    stacking outputs along `out_axes`. `axis_name` names the mapped axis for the collectives
+    `lax.psum/pmean/pmax/pmin/all_gather/axis_index` inside `fn`."""
 
     @functools.wraps(fn)
     def batched(*args: Any) -> Any:
@@ -136,7 +141,7 @@ def vmap(fn: Callable[P, R], in_axes: Any = 0, out_axes: Any = 0,
         size = _axis_size(fn, leaves, axes, axis_size)
         axes = [None if a is None else a % max(x.ndim, 1)
                 for a, x in zip(axes, leaves, strict=True)]
-        trace = BatchTrace(current_trace(), size)
+        trace = BatchTrace(current_trace(), size, axis_name)
         raw = tree_util.tree_leaves(tuple(args))
         ins = [_unmapped(r, x) if a is None else BatchTracer(trace, x, a)
                for r, x, a in zip(raw, leaves, axes, strict=True)]

@@ -19,9 +19,9 @@ from fgrad.core.ir import Jaxpr
 from fgrad.core.primitive import Primitive
 from fgrad.core.prims import is_undefined, zeros
 from fgrad.core.staging import StagingTrace, _live_eqns
-from fgrad.core.tensor import as_tensor
+from fgrad.core.tensor import ConcretizationError, as_tensor
 from fgrad.core.trace import set_current_trace
-from fgrad.transforms import cf_util as U
+from fgrad.transforms.control import cf_util as U
 from fgrad.transforms.custom_checks import check_bwd_output, check_jvp_output
 
 custom_jvp_call_p = Primitive("custom_jvp_call", multiple_results=True)
@@ -56,23 +56,58 @@ def _abstract(*avals: Any, call: Jaxpr, **_: Any) -> list[Any]:
 # ---------------------------------------------------------------------------- custom_jvp
 
 class custom_jvp:  # noqa: N801  (JAX's name)
-    """Wrap `fun` so that its forward derivative is given by a rule set with `defjvp`."""
+    """Wrap `fun` so that its forward derivative is given by a rule set with `defjvp` (or one
+    function per argument with `defjvps`). Arguments in `nondiff_argnums` are not
+    differentiated and come first in the rule: `rule(*nondiff_args, primals, tangents)`.
+    Called eagerly (no transformation active), `fun` runs as plain Python."""
 
-    def __init__(self, fun: Callable[..., Any]):
+    def __init__(self, fun: Callable[..., Any], nondiff_argnums: tuple[int, ...] = ()):
         functools.update_wrapper(self, fun)
         self.fun = fun
         self.jvp_rule: Callable[..., Any] | None = None
+        self.nondiff_argnums = tuple(nondiff_argnums)
 
     def defjvp(self, rule: Callable[..., Any]) -> Callable[..., Any]:
         """Set `rule(primals, tangents) -> (primal_out, tangent_out)`."""
         self.jvp_rule = rule
         return rule
 
+    def defjvps(self, *jvps: Callable[..., Any] | None) -> None:
+        """One function per (differentiated) argument: `jvp_i(tangent_i, primal_out,
+        *primals)` gives that argument's contribution to the output tangent (None: the
+        output does not depend on it); the contributions are summed."""
+        def rule(*all_args: Any) -> tuple[Any, Any]:
+            *nondiff, primals, tangents = all_args
+            if len(jvps) != len(primals):
+                raise TypeError(f"custom_jvp {fn_name(self.fun)}: defjvps got {len(jvps)} "
+                                f"functions for {len(primals)} differentiated arguments")
+            out = _call_with_nondiff(self.fun, self.nondiff_argnums, nondiff, primals)
+            total = None
+            for jvp_i, t in zip(jvps, tangents):
+                if jvp_i is None:
+                    continue
+                part = jvp_i(t, out, *primals)
+                total = part if total is None else tree_util.tree_map(
+                    lambda a, b: a + b, total, part)
+            if total is None:
+                total = tree_util.tree_map(lambda o: as_tensor(o).zeros_like(), out)
+            return out, total
+        self.jvp_rule = rule
+
     def __call__(self, *args: Any) -> Any:
         if self.jvp_rule is None:
             raise AttributeError(f"custom_jvp {fn_name(self.fun)} has no rule: call defjvp")
-        jaxpr, consts, leaves, in_tree, out_tree = _trace_fun(self.fun, args)
-        rule = self.jvp_rule
+        if _is_eager(args):
+            return self.fun(*args)
+        fun, rule, args = _without_nondiff(self.fun, self.jvp_rule, self.nondiff_argnums,
+                                           args)
+        try:
+            jaxpr, consts, leaves, in_tree, out_tree = _trace_fun(fun, args)
+        except ConcretizationError:
+            direct = _concrete_jvp(rule, args)   # Python control flow on concrete primals
+            if direct is None:
+                raise
+            return direct
 
         def flat_rule(primals: list[Any], tangents: list[Any]) -> tuple[list, list]:
             p = tree_util.tree_unflatten(in_tree, primals)
@@ -81,10 +116,67 @@ class custom_jvp:  # noqa: N801  (JAX's name)
             check_jvp_output(rule, out, out_dot, out_tree)
             return tree_util.tree_leaves(out), tree_util.tree_leaves(out_dot)
 
-        flat_rule.__name__ = fn_name(rule)
+        flat_rule.__name__ = fn_name(self.jvp_rule)
         outs = custom_jvp_call_p.bind(*consts, *leaves, call=jaxpr, jvp=flat_rule,
                                       num_consts=len(consts))
         return tree_util.tree_unflatten(out_tree, outs)
+
+
+def _concrete_jvp(rule: Callable[..., Any], args: tuple) -> Any:
+    """Under a JVP trace whose primals are all concrete, the rule's `(out, out_tangent)` as
+    JVP tracers (no tracing of the function, as JAX does); None when that does not apply."""
+    from fgrad.core.tensor import Tensor, Tracer
+    from fgrad.core.trace import current_trace
+    from fgrad.transforms.jvp import JVPTrace
+    trace = current_trace()
+    if not isinstance(trace, JVPTrace):
+        return None
+    leaves, treedef = tree_util.tree_flatten(args)
+    pairs = [trace.split(x) if isinstance(x, Tensor) else (x, None) for x in leaves]
+    if any(isinstance(p, Tracer) for p, _ in pairs):
+        return None
+    primals = [as_tensor(p) for p, _ in pairs]
+    tangents = [p.zeros_like() if t is None else t for p, (_, t) in zip(primals, pairs)]
+    assert trace.parent is not None, "a JVP trace runs under a parent trace"
+    with set_current_trace(trace.parent):
+        out, out_dot = rule(tuple(treedef.unflatten(primals)),
+                            tuple(treedef.unflatten(tangents)))
+    return tree_util.tree_map(trace.wrap, out, out_dot)
+
+
+def _is_eager(args: tuple) -> bool:
+    """Whether no argument is traced by any transformation (so the custom rule can never be
+    needed and the function may run as plain Python)."""
+    from fgrad.core.tensor import Tracer
+    return not any(isinstance(x, Tracer) for x in tree_util.tree_leaves(args))
+
+
+def _call_with_nondiff(fun: Callable[..., Any], nums: tuple[int, ...], nondiff: Any,
+                       diff: Any) -> Any:
+    """`fun` called with the non-differentiated arguments put back at positions `nums`."""
+    full, nd, d = [], iter(nondiff), iter(diff)
+    for i in range(len(nums) + len(diff)):
+        full.append(next(nd) if i in nums else next(d))
+    return fun(*full)
+
+
+def _without_nondiff(fun: Callable[..., Any], rule: Callable[..., Any],
+                     nums: tuple[int, ...], args: tuple) -> tuple[Callable, Callable, tuple]:
+    """`fun` and the jvp rule as functions of the differentiated arguments only."""
+    if not nums:
+        return fun, rule, args
+    nums = tuple(n % len(args) for n in nums)
+    nondiff = [args[n] for n in sorted(nums)]
+    diff = tuple(a for i, a in enumerate(args) if i not in nums)
+
+    def fun_d(*d: Any) -> Any:
+        return _call_with_nondiff(fun, tuple(sorted(nums)), nondiff, d)
+
+    def rule_d(primals: tuple, tangents: tuple) -> Any:
+        return rule(*nondiff, primals, tangents)
+
+    fun_d.__name__ = fn_name(fun)
+    return fun_d, rule_d, diff
 
 
 def _custom_jvp_jvp(primals: list[Any], tangents: list[Any], *, call: Jaxpr, jvp: Any,
@@ -127,13 +219,16 @@ custom_jvp_call_p.batch = _custom_jvp_batch
 # ---------------------------------------------------------------------------- custom_vjp
 
 class custom_vjp:  # noqa: N801  (JAX's name)
-    """Wrap `fun` so that its reverse derivative is given by `defvjp(fwd, bwd)`."""
+    """Wrap `fun` so that its reverse derivative is given by `defvjp(fwd, bwd)`. With
+    `nondiff_argnums`, `fwd` takes every argument, `bwd(*nondiff_args, residuals, ct)` and
+    returns cotangents for the other arguments only."""
 
-    def __init__(self, fun: Callable[..., Any]):
+    def __init__(self, fun: Callable[..., Any], nondiff_argnums: tuple[int, ...] = ()):
         functools.update_wrapper(self, fun)
         self.fun = fun
         self.fwd: Callable[..., Any] | None = None
         self.bwd: Callable[..., Any] | None = None
+        self.nondiff_argnums = tuple(nondiff_argnums)
 
     def defvjp(self, fwd: Callable[..., Any], bwd: Callable[..., Any]) -> None:
         """`fwd(*args) -> (out, residuals)`; `bwd(residuals, ct) -> tuple of arg cotangents`."""
@@ -142,8 +237,11 @@ class custom_vjp:  # noqa: N801  (JAX's name)
     def __call__(self, *args: Any) -> Any:
         if self.fwd is None or self.bwd is None:  # defvjp sets both
             raise AttributeError(f"custom_vjp {fn_name(self.fun)} has no rule: call defvjp")
-        jaxpr, consts, leaves, in_tree, out_tree = _trace_fun(self.fun, args)
-        fwd, bwd = self.fwd, self.bwd
+        fun, fwd, bwd = self.fun, self.fwd, self.bwd
+        if self.nondiff_argnums:
+            fun, fwd, bwd, args = _vjp_without_nondiff(fun, fwd, bwd, self.nondiff_argnums,
+                                                       args)
+        jaxpr, consts, leaves, in_tree, out_tree = _trace_fun(fun, args)
 
         def flat_fwd(primals: list[Any]) -> tuple[list, list, Any]:
             out, res = fwd(*tree_util.tree_unflatten(in_tree, primals))
@@ -162,6 +260,26 @@ class custom_vjp:  # noqa: N801  (JAX's name)
         outs = custom_vjp_call_p.bind(*consts, *leaves, call=jaxpr, fwd=flat_fwd, bwd=flat_bwd,
                                       num_consts=len(consts))
         return tree_util.tree_unflatten(out_tree, outs)
+
+
+def _vjp_without_nondiff(fun: Callable[..., Any], fwd: Any, bwd: Any, nums: tuple[int, ...],
+                        args: tuple) -> tuple[Callable, Callable, Callable, tuple]:
+    """`fun`, `fwd` and `bwd` as functions of the differentiated arguments only."""
+    nums = tuple(sorted(n % len(args) for n in nums))
+    nondiff = [args[n] for n in nums]
+    diff = tuple(a for i, a in enumerate(args) if i not in nums)
+
+    def fun_d(*d: Any) -> Any:
+        return _call_with_nondiff(fun, nums, nondiff, d)
+
+    def fwd_d(*d: Any) -> Any:
+        return _call_with_nondiff(fwd, nums, nondiff, d)
+
+    def bwd_d(res: Any, ct: Any) -> Any:
+        return bwd(*nondiff, res, ct)
+
+    fun_d.__name__, fwd_d.__name__, bwd_d.__name__ = fn_name(fun), fn_name(fwd), fn_name(bwd)
+    return fun_d, fwd_d, bwd_d, diff
 
 
 def _ct_leaves(in_cts: tuple, args: tuple) -> list[Any]:
@@ -247,38 +365,47 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
-def checkpoint(fun: Callable[P, R], prevent_cse: bool = True) -> Callable[P, R]:
-    """`fun` with rematerialization: reverse mode stores only its inputs."""
+def checkpoint(fun: Callable[P, R], prevent_cse: bool = True,
+               policy: Callable[..., bool] | None = None) -> Callable[P, R]:
+    """`fun` with rematerialization: reverse mode stores only its inputs, plus the values a
+    `policy` (see `fgrad.checkpoint_policies`) allows to save."""
 
     @functools.wraps(fun)
     def remat_fun(*args: Any) -> Any:
         jaxpr, consts, leaves, _, out_tree = _trace_fun(fun, args)
-        outs = remat_p.bind(*consts, *leaves, call=jaxpr)
+        outs = remat_p.bind(*consts, *leaves, call=jaxpr, policy=policy)
         return tree_util.tree_unflatten(out_tree, outs)
 
     return cast(Callable[P, R], remat_fun)
 
 
-def _remat_jvp(primals: list[Any], tangents: list[Any], *, call: Jaxpr) -> tuple[list, list]:
+def _remat_jvp(primals: list[Any], tangents: list[Any], *, call: Jaxpr, policy: Any = None
+               ) -> tuple[list, list]:
     nonzero = [t is not None for t in tangents]
     jj, jc, _ = U.jvp_jaxpr(call, nonzero, True)
-    outs = remat_p.bind(*jc, *primals, *[t for t in tangents if t is not None], call=jj)
+    outs = remat_p.bind(*jc, *primals, *[t for t in tangents if t is not None], call=jj,
+                        policy=policy)
     n = len(call.outvars)
     return outs[:n], outs[n:]
 
 
 def _remat_partial_eval(trace: StagingTrace, args: list[Any], own: list[bool],
                         params: dict) -> list[Any]:
-    call = params["call"]
+    from fgrad.transforms.remat_policies import policy_split
+    call, policy = params["call"], params.get("policy")
     _, _, _, out_unknowns, _ = U.partial_eval_flat(call, own)
-    known_outs = [v for v, u in zip(call.outvars, out_unknowns, strict=True) if not u]
-    known_call = Jaxpr([], call.invars, _live_eqns(call.eqns, known_outs), known_outs)
-    with set_current_trace(trace.parent):
-        k_outs = remat_p.bind(*[_known(a, trace) for a in args], call=known_call) \
-            if known_outs else []
     unknown_outs = [v for v, u in zip(call.outvars, out_unknowns, strict=True) if u]
-    u_call = Jaxpr([], call.invars, _live_eqns(call.eqns, unknown_outs), unknown_outs)
-    u_outs = trace.stage(remat_p, args, dict(call=u_call)) if unknown_outs else []
+    saved, u_eqns = policy_split(call, own, unknown_outs, policy)
+    known_outs = [v for v, u in zip(call.outvars, out_unknowns, strict=True) if not u]
+    k_all = known_outs + saved
+    known_call = Jaxpr([], call.invars, _live_eqns(call.eqns, k_all), k_all)
+    with set_current_trace(trace.parent):
+        k_outs = remat_p.bind(*[_known(a, trace) for a in args], call=known_call,
+                              policy=policy) if k_all else []
+    k_outs, k_saved = k_outs[:len(known_outs)], k_outs[len(known_outs):]
+    u_call = Jaxpr([], list(call.invars) + saved, u_eqns, unknown_outs)
+    u_outs = trace.stage(remat_p, list(args) + list(k_saved), dict(call=u_call, policy=policy)) \
+        if unknown_outs else []
     k_it, u_it = iter(k_outs), iter(u_outs)
     return [next(u_it) if u else next(k_it) for u in out_unknowns]
 
@@ -288,7 +415,7 @@ def _known(a: Any, trace: StagingTrace) -> Any:
     return zeros(a.shape, a.dtype) if own_tracer(trace, a) else a
 
 
-def _remat_transpose(cts: list[Any], *args: Any, call: Jaxpr) -> list[Any]:
+def _remat_transpose(cts: list[Any], *args: Any, call: Jaxpr, policy: Any = None) -> list[Any]:
     """Recompute the primal part of `call` now (partial evaluation), then transpose only its
     linear part, so primitives mixing primal and tangent work (a jvp'd scan) transpose."""
     linear = [is_undefined(a) for a in args]
@@ -304,10 +431,10 @@ def _remat_transpose(cts: list[Any], *args: Any, call: Jaxpr) -> list[Any]:
     return [next(outs) if lin else None for lin in linear]
 
 
-def _remat_batch(args: list[Any], dims: list[Any], *, call: Jaxpr) -> Any:
+def _remat_batch(args: list[Any], dims: list[Any], *, call: Jaxpr, policy: Any = None) -> Any:
     size = next(a.shape[d] for a, d in zip(args, dims) if d is not None)
     bj, bc = U.batch_jaxpr(call, dims, size, [0] * len(call.outvars))
-    return remat_p.bind(*bc, *args, call=bj), [0] * len(call.outvars)
+    return remat_p.bind(*bc, *args, call=bj, policy=policy), [0] * len(call.outvars)
 
 
 remat_p.abstract_eval = _abstract

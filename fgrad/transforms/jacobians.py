@@ -10,7 +10,7 @@ from fgrad.core import tree_util
 from fgrad.core.api_util import fn_name
 from fgrad.core.dtypes import dtypes
 from fgrad.core.tensor import Tensor, as_tensor
-from fgrad.transforms.autodiff import _argnums_tuple, _check_float_args, vjp
+from fgrad.transforms.autodiff import _argnums_tuple, _check_float_args, _primal_values, vjp
 from fgrad.transforms.batching import vmap
 from fgrad.transforms.jvp import jvp
 
@@ -49,9 +49,11 @@ def _pick(jac: tuple, argnums: ArgNums) -> Any:
     return jac[0] if isinstance(argnums, int) else jac
 
 
-def jacfwd(fn: Callable[..., Any], argnums: ArgNums = 0) -> Callable[..., Any]:
+def jacfwd(fn: Callable[..., Any], argnums: ArgNums = 0, has_aux: bool = False
+           ) -> Callable[..., Any]:
     """The Jacobian by forward mode: for each output leaf, a pytree like the inputs whose
-    leaves have shape out.shape + in.shape (a tuple over argnums when it is a tuple)."""
+    leaves have shape out.shape + in.shape (a tuple over argnums when it is a tuple).
+    `has_aux`: `fn` returns `(output, aux)` and the result is `(jacobian, aux)`."""
 
     @functools.wraps(fn)
     def jac_fn(*args: Any) -> Any:
@@ -62,16 +64,36 @@ def jacfwd(fn: Callable[..., Any], argnums: ArgNums = 0) -> Callable[..., Any]:
 
         def push(*t_leaves: Tensor) -> Any:
             tangents = tree_util.tree_unflatten(in_tree, list(t_leaves))
-            return jvp(lambda *d: fn(*_select_args(args, nums, d)), diff, tangents)[1]
+            box: list[Any] = []
+            tan = jvp(_aux_split(fn, args, nums, has_aux, box), diff, tangents)[1]
+            return (tan, box[0]) if has_aux else tan
 
-        out = vmap(push)(*_basis(in_leaves))  # leading axis = input element
+        out = vmap(push, out_axes=(0, None) if has_aux else 0)(*_basis(in_leaves))
+        out, aux = out if has_aux else (out, None)
         out_leaves, out_tree = tree_util.tree_flatten(out)
         jacs = [_pick(tree_util.tree_unflatten(in_tree, [
             _move_first_to_end(_rows(o, in_leaves, j), x.shape)
             for j, x in enumerate(in_leaves)]), argnums) for o in out_leaves]
-        return tree_util.tree_unflatten(out_tree, jacs)
+        jac = tree_util.tree_unflatten(out_tree, jacs)
+        return (jac, aux) if has_aux else jac
 
     return jac_fn
+
+
+def _aux_split(fn: Callable[..., Any], args: tuple, nums: tuple[int, ...], has_aux: bool,
+               box: list[Any]) -> Callable[..., Any]:
+    """`fn` on the differentiated arguments `d`; with `has_aux`, its aux (as primal values)
+    goes to `box` and only the output is returned."""
+    def call(*d: Any) -> Any:
+        out = fn(*_select_args(args, nums, d))
+        if not has_aux:
+            return out
+        if not (isinstance(out, tuple) and len(out) == 2):
+            raise TypeError(f"{fn_name(fn)} was transformed with has_aux=True, so it must "
+                            f"return a pair (output, aux); got {type(out).__name__}")
+        box.append(_primal_values(out[1]))
+        return out[0]
+    return call
 
 
 def _move_first_to_end(o: Tensor, in_shape: tuple[int, ...]) -> Tensor:
@@ -80,8 +102,9 @@ def _move_first_to_end(o: Tensor, in_shape: tuple[int, ...]) -> Tensor:
     return o.permute(perm).reshape(out_shape + tuple(in_shape))
 
 
-def jacrev(fn: Callable[..., Any], argnums: ArgNums = 0) -> Callable[..., Any]:
-    """The Jacobian by reverse mode, laid out as `jacfwd`'s."""
+def jacrev(fn: Callable[..., Any], argnums: ArgNums = 0, has_aux: bool = False
+           ) -> Callable[..., Any]:
+    """The Jacobian by reverse mode, laid out as `jacfwd`'s (`has_aux` as in `jacfwd`)."""
 
     @functools.wraps(fn)
     def jac_fn(*args: Any) -> Any:
@@ -92,7 +115,7 @@ def jacrev(fn: Callable[..., Any], argnums: ArgNums = 0) -> Callable[..., Any]:
             return fn(*_select_args(args, nums, diff))
 
         partial_fn.__name__ = fn_name(fn)  # errors name the user's function
-        out, vjp_fn = vjp(partial_fn, *[args[n] for n in nums])
+        out, vjp_fn, *aux = vjp(partial_fn, *[args[n] for n in nums], has_aux=has_aux)
         out_leaves, out_tree = tree_util.tree_flatten(out)
 
         def pull(*ct_leaves: Tensor) -> Any:
@@ -103,7 +126,8 @@ def jacrev(fn: Callable[..., Any], argnums: ArgNums = 0) -> Callable[..., Any]:
         jacs = [_pick(tree_util.tree_unflatten(ct_tree, [
             _rows(c, out_leaves, k).reshape(tuple(o.shape) + tuple(c.shape[1:]))
             for c in ct_leaves]), argnums) for k, o in enumerate(out_leaves)]
-        return tree_util.tree_unflatten(out_tree, jacs)
+        jac = tree_util.tree_unflatten(out_tree, jacs)
+        return (jac, aux[0]) if has_aux else jac
 
     return jac_fn
 

@@ -29,12 +29,13 @@ from fgrad.core.tensor import EvalTrace, Tensor
 from fgrad.core.trace import current_trace
 from fgrad.core.traceback_util import api_boundary, filtered
 from fgrad.transforms import executables
+from fgrad.transforms.jit_log import log_compile
 from fgrad.transforms.jit_prim import call_closed, open_jaxpr
 
 P = ParamSpec("P")
 R = TypeVar("R")
 log = logging.getLogger("fgrad.jit")
-BACKENDS = ("numpy", "llvm", "opencl")
+BACKENDS = flags.BACKENDS
 _MISS = object()
 _LIVE: "weakref.WeakSet[JittedFunction]" = weakref.WeakSet()  # for fgrad.clear_caches()
 
@@ -90,6 +91,12 @@ class Lowered:
         jaxpr, consts = open_jaxpr(self.closed)
         exe = executables.executable_for(jaxpr, self.backend)
         return functools.partial(exe, *[c._data for c in consts])
+
+
+def _checking() -> bool:
+    from fgrad import profiler
+    return bool(flags.setting("debug_nans") or flags.setting("debug_infs")) \
+        or profiler.active() is not None
 
 
 class JittedFunction(Generic[P, R]):
@@ -183,6 +190,8 @@ class JittedFunction(Generic[P, R]):
             log.warning("retracing %s: %s", fn_name(self.fn), self.last_retrace_reason)
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
+        if flags.setting("disable_jit"):
+            return self.fn(*args, **kwargs)
         try:  # (not a decorator: this is the hot path of every jitted call)
             fast = self._fast_call(args, kwargs)
             if fast is not _MISS:
@@ -192,23 +201,38 @@ class JittedFunction(Generic[P, R]):
             raise filtered(err)
 
     def _general_call(self, args: tuple, kwargs: dict) -> Any:
+        misses, traced = self.info.misses, self.info.trace_seconds
         closed, out_tree, leaves = self._lookup(args, kwargs)
         before = executables.compile_seconds[0]
         if self.donate_argnums and isinstance(current_trace(), EvalTrace):
             outs = self._call_donating(closed, leaves, args)
         else:
             outs = call_closed(closed, leaves, fn_name(self.fn), self._backend())
-        self.info.compile_seconds += executables.compile_seconds[0] - before
+        compiled = executables.compile_seconds[0] - before
+        self.info.compile_seconds += compiled
+        if compiled or self.info.misses != misses:
+            log_compile(self, leaves, self.info.misses != misses,
+                        self.info.trace_seconds - traced, compiled)
         if isinstance(current_trace(), EvalTrace):
             self._remember_fast(args, kwargs, closed, out_tree)
         return tree_util.tree_unflatten(out_tree, outs)
+
+    def profile(self, *args: Any, **kwargs: Any) -> Any:
+        """Run once to compile, then once under `fgrad.profiler.profile()`; print and return
+        the Profile (its table maps the program's steps to the user's lines)."""
+        from fgrad import profiler
+        self(*args, **kwargs)
+        with profiler.profile() as prof:
+            self(*args, **kwargs)
+        print(prof.table())
+        return prof
 
     def _fast_call(self, args: tuple, kwargs: dict) -> Any:
         """The eager call of an already compiled signature, without binding `jit`: look up
         (structure, shapes, dtypes) and run the executable. `_MISS` when anything needs
         the general path (keywords, static or donated arguments, Python scalars, tracers,
         a first call)."""
-        if kwargs or not self._fast:
+        if kwargs or not self._fast or _checking():
             return _MISS
         datas = _same_small_arrays(args, self._last)
         if datas is not None and (self.backend or flags.default_backend()) == self._last[1]:

@@ -59,8 +59,19 @@ def _jit_abstract(*avals: Any, jaxpr: Jaxpr, name: str, backend: str) -> list[An
 
 
 def _jit_impl(*arrays: Any, jaxpr: Jaxpr, name: str, backend: str) -> list[Any]:
+    from fgrad import profiler
+    from fgrad.transforms.nan_check import check_jit_outputs, enabled
     from fgrad.transforms.executables import executable_for
-    return executable_for(jaxpr, backend)(*arrays)
+    exe = executable_for(jaxpr, backend)
+    prof = profiler.active()
+    if prof is None:
+        outs = exe(*arrays)
+    else:
+        with prof.program(jaxpr, name, backend):
+            outs = exe(*arrays)
+    if enabled():
+        check_jit_outputs(jaxpr, arrays, outs, name)
+    return outs
 
 
 # ---------------------------------------------------------------------------- jvp

@@ -47,6 +47,11 @@ SKIPS = {
     "custom_lin": "only appears inside the linearization of a custom_vjp function (its impl "
                   "raises by design); covered by tests/transforms/test_autodiff.py::"
                   "test_custom_vjp_* and test_custom_vjp_forward_mode_error",
+    "debug_callback": "has no outputs (a host callback); its eager, jit per backend, vmap, "
+                      "grad and scan behaviour is covered by tests/transforms/test_debug.py",
+    "collective": "only meaningful inside vmap(axis_name=...); values, gradients, jit and "
+                  "nesting against JAX in tests/transforms/test_collectives.py",
+    "checkpoint_name": "an identity tag; covered by tests/transforms/test_remat_policies.py",
 }
 
 # Primitives whose JVP must raise (by design): (exception type, message fragment).

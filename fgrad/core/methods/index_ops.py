@@ -13,7 +13,7 @@ import numpy as np
 
 from fgrad.core import prims as P
 from fgrad.core.dtypes import DType, dtypes
-from fgrad.core.index_bounds import axis_index, position_dtype, scatter_dropping
+from fgrad.core.methods.index_bounds import axis_index, position_dtype, scatter_dropping
 from fgrad.core.errors import ArgumentError, ArgumentTypeError, IndexRangeError
 from fgrad.core.prims._util import fmt_shape
 

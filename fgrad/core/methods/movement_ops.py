@@ -19,7 +19,7 @@ from fgrad.core.errors import ArgumentError, ArgumentTypeError, AxisError, Index
 from fgrad.core.prims._util import fmt_shape
 from fgrad.core.methods.extra_ops import split_sequence
 from fgrad.core.methods.index_ops import IndexOpsMixin, as_int, take_range
-from fgrad.core.methods.resize_uint8 import linear_axis_uint8
+from fgrad.core.methods.nn.resize_uint8 import linear_axis_uint8
 
 if TYPE_CHECKING:
     from fgrad.core.tensor import Tensor

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any, Callable, cast
 
 from fgrad.core import dtypes as _dt
 from fgrad.core import prims as P
+from fgrad.core.precision import promote_checked
 from fgrad.core.dtypes import DType, dtypes
 from fgrad.core.errors import ArgumentError, ArgumentTypeError
 from fgrad.core.prims._util import fmt_shape
@@ -63,7 +64,7 @@ def coerce(op: str, x: Any, y: Any) -> tuple["Tensor", "Tensor"]:
         dtype = _dt.result_dtype(x.dtype, ky)
         y = Tensor(y, dtype=dtype)
     else:
-        dtype = _dt.promote(x.dtype, y.dtype)
+        dtype = promote_checked(x.dtype, y.dtype, op)
     x, y = x.cast(dtype), y.cast(dtype)
     shape = broadcast_shapes(op, x.shape, y.shape)
     return broadcast_to(x, shape), broadcast_to(y, shape)
@@ -428,7 +429,7 @@ class MathMixin:
     def matmul(self, x: Any, reverse: builtins.bool = False, dtype: Any = None) -> "Tensor":
         """Matrix product with NumPy's rules for 1-d operands and batch broadcasting; with
         `dtype`, both operands are cast to it first (the product's dtype)."""
-        from fgrad.core.linalg_core import matmul
+        from fgrad.core.methods.linalg_core import matmul
         a, b = (_tensor(x), self) if reverse else (self, _tensor(x))
         if dtype is not None:
             a, b = a.cast(dtype), b.cast(dtype)

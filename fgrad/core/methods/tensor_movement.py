@@ -113,7 +113,7 @@ class MovementMixin:
 
     # ------------------------------------------------------------------ indexing
     def __getitem__(self, index: Any) -> "Tensor":
-        from fgrad.core.indexing import getitem
+        from fgrad.core.methods.indexing import getitem
         return getitem(self, index)
 
     def __setitem__(self, index: Any, value: Any) -> None:
@@ -168,7 +168,7 @@ class _IndexUpdateRef:
         return self._apply(value, "min")
 
     def _apply(self, value: Any, mode: str) -> "Tensor":
-        from fgrad.core.indexing import index_update
+        from fgrad.core.methods.indexing import index_update
         return index_update(self.tensor, self.index, value, mode)
 
 

@@ -92,7 +92,7 @@ class ReduceMixin:
         return self._arg(P.argmin_p, axis, keepdim)
 
     def _arg(self, prim: Any, axis: int | None, keepdim: bool) -> "Tensor":
-        from fgrad.core.index_bounds import position_dtype
+        from fgrad.core.methods.index_bounds import position_dtype
         if axis is None:
             flat = self.reshape(-1)
             out = prim.bind(flat, axis=0, index_dtype=position_dtype(flat.shape[0]))

@@ -31,6 +31,7 @@ import llvmlite
 import llvmlite.binding as llvm
 import numpy as np
 
+from fgrad import profiler
 from fgrad import flags
 from fgrad.core.ir import Eqn, Jaxpr, Literal, Var
 from fgrad.transforms import caches
@@ -239,12 +240,13 @@ class LLVMExecutable:
         return blocks[b][:nbytes].view(var.aval.dtype.np).reshape(var.aval.shape)
 
     def __call__(self, *arrays: Any) -> list[np.ndarray]:
-        if self._lean is not None:
+        if self._lean is not None and not profiler.active():
             return self._lean(arrays)
         return self._call_general(arrays)
 
     def _call_general(self, arrays: Any) -> list[np.ndarray]:
-        if self._direct is not None and len(arrays) == len(self._direct[0]):
+        if self._direct is not None and len(arrays) == len(self._direct[0]) \
+                and not profiler.active():
             return self._run_direct(arrays)
         return self._run(arrays, {})
 
@@ -306,18 +308,22 @@ class LLVMExecutable:
         for v, a in zip(jaxpr.invars, arrays):
             env[id(v)] = _c_array(a, v)
         blocks = [POOL.take(n) for n in self.program.buffer_bytes]
+        prof = profiler.active()
         try:
             seg = 0
             for action in self.program.actions:
+                start = time.perf_counter() if prof else 0.0
                 if isinstance(action, HostStep):
                     _run_host(action.eqn, env)
-                    continue
-                for v in action.allocs:
-                    env[id(v)] = given[id(v)] if id(v) in given else self._new(v, blocks)
-                table = (ctypes.c_void_p * len(action.table))(
-                    *[env[id(v)].ctypes.data for v in action.table])
-                self.runners[seg](table)
-                seg += 1
+                else:
+                    for v in action.allocs:
+                        env[id(v)] = given[id(v)] if id(v) in given else self._new(v, blocks)
+                    table = (ctypes.c_void_p * len(action.table))(
+                        *[env[id(v)].ctypes.data for v in action.table])
+                    self.runners[seg](table)
+                    seg += 1
+                if prof:
+                    prof.step(self.program, action, time.perf_counter() - start)
             return [_read(a, env) for a in jaxpr.outvars]
         finally:
             env.clear()  # drop every view of the blocks before they go back

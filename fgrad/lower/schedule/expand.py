@@ -63,6 +63,7 @@ EXPANDERS: dict[str, Expander] = {
        for kind in ("cumsum", "cumprod", "cummax", "cummin")},
     "sort": _staged(expand_math.bitonic_sort),
     "dot_general": _staged(expand_dot.dot_as_reduction),
+    "checkpoint_name": _staged(lambda x, name: [x]),
 }
 
 EXPANSIONS: dict[str, str] = {
@@ -75,6 +76,7 @@ EXPANSIONS: dict[str, str] = {
     **{kind: "a log2(n)-pass prefix scan of pad/slice and elementwise ops"
        for kind in ("cumsum", "cumprod", "cummax", "cummin")},
     "sort": "a bitonic network of reshape/rev and elementwise compare-exchanges",
+    "checkpoint_name": "nothing (an identity tag for checkpoint policies)",
 }  # dot_general is a gemm; only the dtypes gemm lacks expand (see schedule/expand_dot.py)
 NO_SEMANTICS = ("custom_lin: compiling it raises its impl's TypeError (a custom_vjp "
                 "function's tangent map has no evaluation semantics)")

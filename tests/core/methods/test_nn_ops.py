@@ -1,4 +1,4 @@
-"""Tests for fgrad/core/methods/nn_ops.py (+ conv_ops, pool_ops, loss_ops, einsum).
+"""Tests for fgrad/core/methods/nn/nn_ops.py (+ conv_ops, pool_ops, loss_ops, einsum).
 
 Forward values (and, once fgrad.grad exists, gradients of sum(out * cot)) are compared with
 PyTorch references in fixtures/nn_ops.npz, written by fixtures/gen_nn_ops.py; each fixture

@@ -18,7 +18,7 @@ from fgrad.core.prims import reshape, rev, slice_, zeros
 from fgrad.core.staging import StagingTrace
 from fgrad.core.tensor import Tensor, as_tensor
 from fgrad.core.trace import set_current_trace
-from fgrad.transforms import cf_util as U
+from fgrad.transforms.control import cf_util as U
 
 scan_p = Primitive("scan", multiple_results=True, linear=True)
 

@@ -19,7 +19,7 @@ from fgrad.core.prims import move_bdim_public as move_bdim
 from fgrad.core.prims import reduce_max, select, zeros
 from fgrad.core.staging import StagingTrace
 from fgrad.core.tensor import Tensor, as_tensor
-from fgrad.transforms import cf_util as U
+from fgrad.transforms.control import cf_util as U
 
 while_p = Primitive("while", multiple_results=True)
 
@@ -173,7 +173,7 @@ def fori_loop(lower: Any, upper: Any, body_fun: Callable[[Any, Any], Any], init_
               ) -> Any:
     """`for i in range(lower, upper): val = body_fun(i, val)`. With Python-int bounds it is
     a scan (reverse-differentiable); with traced bounds a while_loop."""
-    from fgrad.transforms.scan import scan
+    from fgrad.transforms.control.scan import scan
     for what, bound in (("lower", lower), ("upper", upper)):
         if isinstance(bound, bool) or not (isinstance(bound, (int, np.integer)) or (
                 isinstance(bound, Tensor) and bound.dtype.is_int and bound.ndim == 0)):

@@ -16,7 +16,7 @@ from fgrad.core import prims as P
 from fgrad.core.dtypes import DType, dtypes
 from fgrad.core.errors import ArgumentError
 from fgrad.core.prims._util import fmt_shape
-from fgrad.core.methods.conv_ops import Pads, make_tuple, pad_spatial, resolve_padding, windows
+from fgrad.core.methods.nn.conv_ops import Pads, make_tuple, pad_spatial, resolve_padding, windows
 
 if TYPE_CHECKING:
     from fgrad.core.tensor import Tensor

@@ -17,9 +17,9 @@ from fgrad.core.dtypes import dtypes
 from fgrad.core.errors import ArgumentError
 from fgrad.core.prims._util import fmt_shape
 from fgrad.core.methods import einsum as _einsum
-from fgrad.core.methods.conv_ops import ConvOpsMixin
-from fgrad.core.methods.loss_ops import LossOpsMixin
-from fgrad.core.methods.pool_ops import PoolOpsMixin
+from fgrad.core.methods.nn.conv_ops import ConvOpsMixin
+from fgrad.core.methods.nn.loss_ops import LossOpsMixin
+from fgrad.core.methods.nn.pool_ops import PoolOpsMixin
 
 if TYPE_CHECKING:
     from fgrad.core.tensor import Tensor

@@ -12,7 +12,7 @@ import numpy as np
 
 from fgrad.core import prims as P
 from fgrad.core.dtypes import dtypes
-from fgrad.core.index_bounds import (axis_index, combine_valid, position_dtype,
+from fgrad.core.methods.index_bounds import (axis_index, combine_valid, position_dtype,
                                      scatter_dropping)
 from fgrad.core.errors import IndexRangeError
 

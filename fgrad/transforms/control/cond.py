@@ -16,7 +16,7 @@ from fgrad.core.prims import is_undefined, move_bdim_public as move_bdim, select
 from fgrad.core.staging import StagingTrace
 from fgrad.core.tensor import Tensor, as_tensor
 from fgrad.core.trace import set_current_trace
-from fgrad.transforms import cf_util as U
+from fgrad.transforms.control import cf_util as U
 
 cond_p = Primitive("cond", multiple_results=True, linear=True)
 

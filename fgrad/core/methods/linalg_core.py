@@ -5,8 +5,9 @@ from typing import Any
 
 from fgrad.core import dtypes as _dt
 from fgrad.core import prims as P
-from fgrad.core.errors import ArgumentError
+from fgrad.core.precision import promote_checked
 from fgrad.core.methods.tensor_math import broadcast_shapes, broadcast_to
+from fgrad.core.errors import ArgumentError
 
 
 def matmul(x: Any, y: Any) -> Any:
@@ -14,7 +15,7 @@ def matmul(x: Any, y: Any) -> Any:
     if x.ndim == 0 or y.ndim == 0:
         raise ArgumentError(f"matmul: both operands need at least 1 dimension, got shapes "
                             f"{x.shape} and {y.shape}; use * for scalars")
-    dtype = _dt.promote(x.dtype, y.dtype)
+    dtype = promote_checked(x.dtype, y.dtype, "matmul")
     x, y = x.cast(dtype), y.cast(dtype)
     x2 = x.reshape(1, -1) if x.ndim == 1 else x
     y2 = y.reshape(-1, 1) if y.ndim == 1 else y

@@ -1,0 +1,136 @@
+"""A small profiler for jitted programs: time per program and, on the llvm backend, per step.
+
+    with fgrad.profiler.profile() as prof:
+        for batch in data:
+            params, opt_state = train_step(params, opt_state, batch)
+    print(prof)                 # one table per jitted program
+
+    jf.profile(*args)           # run a jitted function once (after a warm-up), print its table
+
+Rows of a program's table are its steps in run order: a native segment (consecutive kernels
+and BLAS/LAPACK calls run by one native call; the llvm runtime times them together) with the
+user lines its kernels come from, or a host step (control flow, a host callback, a NumPy
+fallback) with its primitive and line. On the numpy and opencl backends only the program
+totals are measured (OpenCL kernels run asynchronously).
+"""
+from __future__ import annotations
+
+import contextlib
+import time
+from dataclasses import dataclass, field
+from typing import Any, Iterator
+
+__all__ = ["Profile", "active", "profile"]
+
+_ACTIVE: list["Profile"] = []
+
+
+def active() -> "Profile | None":
+    """The innermost running profile, or None (the runtimes' hook: cheap when off)."""
+    return _ACTIVE[-1] if _ACTIVE else None
+
+
+@dataclass
+class _Row:
+    label: str
+    where: str
+    seconds: float = 0.0
+    count: int = 0
+
+
+@dataclass
+class _ProgramStats:
+    name: str
+    backend: str
+    calls: int = 0
+    seconds: float = 0.0
+    rows: dict[int, _Row] = field(default_factory=dict)
+
+
+class Profile:
+    """Timings collected while a `profile()` block runs; `str(profile)` is the table."""
+
+    def __init__(self) -> None:
+        self.programs: dict[int, _ProgramStats] = {}
+        self._current: list[_ProgramStats] = []
+
+    @contextlib.contextmanager
+    def program(self, key: Any, name: str, backend: str) -> Iterator[None]:
+        """Time one call of a jitted program (`key` identifies it)."""
+        stats = self.programs.setdefault(id(key), _ProgramStats(name, backend))
+        self._current.append(stats)
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            stats.seconds += time.perf_counter() - start
+            stats.calls += 1
+            self._current.pop()
+
+    def step(self, program: Any, action: Any, seconds: float) -> None:
+        """Record one step of a native program (called by the llvm runtime)."""
+        if not self._current:
+            return
+        rows = self._current[-1].rows
+        row = rows.get(id(action))
+        if row is None:
+            row = rows[id(action)] = _Row(*_describe(program, action))
+        row.seconds += seconds
+        row.count += 1
+
+    def table(self) -> str:
+        """The timings as text: one block per program, slowest program first."""
+        blocks = []
+        for stats in sorted(self.programs.values(), key=lambda s: -s.seconds):
+            per_call = stats.seconds / max(stats.calls, 1)
+            lines = [f"jit({stats.name}) on {stats.backend}: {stats.calls} call(s), "
+                     f"{stats.seconds * 1e3:.3f} ms total, {per_call * 1e3:.3f} ms per call"]
+            if stats.rows:
+                lines.append(f"  {'step':<34} {'ms total':>9} {'% prog':>7}  source lines")
+            for row in stats.rows.values():
+                share = 100 * row.seconds / stats.seconds if stats.seconds else 0.0
+                lines.append(f"  {row.label:<34} {row.seconds * 1e3:9.3f} {share:6.1f}%  "
+                             f"{row.where}")
+            blocks.append("\n".join(lines))
+        return "\n\n".join(blocks) if blocks else "(no jitted program ran)"
+
+    def __str__(self) -> str:
+        return self.table()
+
+
+@contextlib.contextmanager
+def profile() -> Iterator[Profile]:
+    """Collect the time of every jitted call inside the block (see the module docstring)."""
+    prof = Profile()
+    _ACTIVE.append(prof)
+    try:
+        yield prof
+    finally:
+        _ACTIVE.remove(prof)
+
+
+def _source(eqn: Any) -> str:
+    src = getattr(eqn, "source", None)
+    return f"{src.filename.rsplit('/', 1)[-1]}:{src.lineno}" if src is not None else ""
+
+
+def _describe(program: Any, action: Any) -> tuple[str, str]:
+    """(label, source lines) of one action of a lowering Program."""
+    if not hasattr(action, "calls"):  # a host step (a segment lists its native calls)
+        return f"host {action.name}: {action.eqn.primitive.name}", _source(action.eqn)
+    producers = {id(v): e for e in program.jaxpr.eqns for v in e.outvars}
+    steps = {s.name: s for s in program.schedule.steps}
+    names, where = [], []
+    for name, _ in action.calls:
+        names.append(name)
+        eqns = [program.library_calls[name]] if name in program.library_calls else \
+            [producers[id(v)] for v in getattr(steps.get(name), "outputs", ())
+             if id(v) in producers]
+        for eqn in eqns:
+            line = _source(eqn)
+            if line and line not in where:
+                where.append(line)
+    label = "native " + ",".join(names)
+    if len(label) > 34:
+        label = label[:31] + "..."
+    return label, " ".join(where[:6]) + (" ..." if len(where) > 6 else "")
