@@ -15,7 +15,9 @@ FGRAD_LOG_COMPILES  "1": log every trace and compile with its time (logger "fgra
                     compiles slower than 5 s are logged at WARNING whatever the setting
 
 `fgrad.config.update(name, value)` overrides any of them at run time (lower-case names without
-the FGRAD_ prefix, e.g. "backend", "debug_nans").
+the FGRAD_ prefix, e.g. "backend", "debug_nans"). FGRAD_DISABLE_JIT, FGRAD_DEBUG_NANS and
+FGRAD_DEBUG_INFS are read once, at the first jitted call (that path is kept short); change them
+later with `fgrad.config.update`.
 """
 from __future__ import annotations
 
@@ -24,8 +26,31 @@ import os
 from typing import Any, Callable
 
 BACKENDS = ("numpy", "llvm", "opencl")  # the jit backends
-# Values set with fgrad.config.update; they win over the environment.
-OVERRIDES: dict[str, Any] = {}
+_JIT_CALL_FLAGS: list[tuple[bool, bool]] = []  # cache of jit_call_flags()
+
+
+class _Overrides(dict):
+    """Values set with fgrad.config.update; they win over the environment. Any change
+    drops the cached flags of the jitted call path."""
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        _JIT_CALL_FLAGS.clear()
+        super().__setitem__(key, value)
+
+    def pop(self, *args: Any) -> Any:
+        _JIT_CALL_FLAGS.clear()
+        return super().pop(*args)
+
+    def clear(self) -> None:
+        _JIT_CALL_FLAGS.clear()
+        super().clear()
+
+    def update(self, *args: Any, **kwargs: Any) -> None:
+        _JIT_CALL_FLAGS.clear()
+        super().update(*args, **kwargs)
+
+
+OVERRIDES: dict[str, Any] = _Overrides()
 
 
 def _overridable(name: str) -> Callable[[Callable[[], Any]], Callable[[], Any]]:
@@ -57,6 +82,15 @@ ENV_READERS.update({
     "disable_jit": lambda: _env_flag("FGRAD_DISABLE_JIT"),
     "log_compiles": lambda: _env_flag("FGRAD_LOG_COMPILES"),
 })
+
+
+def jit_call_flags() -> tuple[bool, bool]:
+    """(disable_jit, debug_nans or debug_infs) for the jitted call path, which reads them on
+    every call: the environment is read once, config changes are seen at once."""
+    if not _JIT_CALL_FLAGS:
+        checks = bool(setting("debug_nans") or setting("debug_infs"))
+        _JIT_CALL_FLAGS.append((bool(setting("disable_jit")), checks))
+    return _JIT_CALL_FLAGS[0]
 
 
 @_overridable("backend")

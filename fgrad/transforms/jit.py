@@ -20,7 +20,7 @@ from typing import Any, Callable, Generic, Sequence, TypeVar, overload
 
 from typing_extensions import ParamSpec
 
-from fgrad import flags
+from fgrad import flags, profiler
 from fgrad.core import tree_util
 from fgrad.core.api_util import fn_name, merge_static, split_static, to_tensor_leaf
 from fgrad.core.ir import ClosedJaxpr
@@ -94,9 +94,7 @@ class Lowered:
 
 
 def _checking() -> bool:
-    from fgrad import profiler
-    return bool(flags.setting("debug_nans") or flags.setting("debug_infs")) \
-        or profiler.active() is not None
+    return flags.jit_call_flags()[1] or profiler.active() is not None
 
 
 class JittedFunction(Generic[P, R]):
@@ -190,7 +188,7 @@ class JittedFunction(Generic[P, R]):
             log.warning("retracing %s: %s", fn_name(self.fn), self.last_retrace_reason)
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
-        if flags.setting("disable_jit"):
+        if flags.jit_call_flags()[0]:
             return self.fn(*args, **kwargs)
         try:  # (not a decorator: this is the hot path of every jitted call)
             fast = self._fast_call(args, kwargs)
