@@ -548,3 +548,15 @@ def tree_reduce(
     if initializer is _MISSING:
         return functools.reduce(function, leaves)
     return functools.reduce(function, leaves, initializer)
+
+
+def prefix_leaves(prefix: Any, tree: Any, who: str) -> list[Any]:
+    """One entry of the pytree `prefix` per leaf of `tree`: `prefix` has the structure of
+    `tree` or of a prefix of it, and a value at an inner node applies to every leaf below."""
+    values, prefix_def = tree_flatten(prefix)
+    try:
+        subtrees = prefix_def.flatten_up_to(tree)
+    except (ValueError, TypeError) as err:
+        raise ValueError(f"{who}: the pytree must have the structure of the one it describes "
+                         f"(or a prefix of it): {err}") from None
+    return [value for value, sub in zip(values, subtrees) for _ in tree_leaves(sub)]

@@ -64,16 +64,7 @@ def _resolve(tree: Any, filter_spec: Any) -> list[bool]:
         return [bool(filter_spec(x)) for x in tree_util.tree_leaves(tree)]
     else:
         spec = filter_spec
-    flags, spec_def = tree_util.tree_flatten(spec)
-    try:
-        subtrees = spec_def.flatten_up_to(tree)
-    except (ValueError, TypeError) as err:
-        raise ValueError(f"partition: the filter pytree must have the structure of the model "
-                         f"(or a prefix of it): {err}") from None
-    out: list[bool] = []
-    for flag, sub in zip(flags, subtrees):
-        out.extend([bool(flag)] * len(tree_util.tree_leaves(sub)))
-    return out
+    return [bool(flag) for flag in tree_util.prefix_leaves(spec, tree, "partition filter")]
 
 
 def partition(tree: Any, filter_spec: Any = None) -> tuple[Any, Any]:

@@ -48,16 +48,7 @@ def leaf_flags(spec: Any, params: Any, who: str) -> list[Any]:
     of it (a value at an inner node applies to every leaf below), or a function of params."""
     if callable(spec) and tree_util.tree_structure(spec).is_leaf():
         spec = spec(params)
-    values, spec_def = tree_util.tree_flatten(spec)
-    try:
-        subtrees = spec_def.flatten_up_to(params)
-    except (ValueError, TypeError) as err:
-        raise ValueError(f"{who}: the mask/labels pytree must have the structure of the params "
-                         f"(or a prefix of it): {err}") from None
-    out: list[Any] = []
-    for value, sub in zip(values, subtrees):
-        out.extend([value] * len(tree_util.tree_leaves(sub)))
-    return out
+    return tree_util.prefix_leaves(spec, params, f"{who} mask/labels")
 
 
 def _select(tree: Any, flags: list[bool]) -> Any:
