@@ -430,3 +430,13 @@ def test_property_round_trip(tree):
     assert tu.tree_leaves(shifted) == [x + 1 for x in leaves]
     assert tu.tree_structure(shifted) == treedef
     assert tu.tree_map(lambda x: x + 1, tree) == shifted
+
+
+def test_prefix_leaves_broadcasts_inner_values_and_rejects_other_structures():
+    from fgrad.core.tree_util import prefix_leaves
+    tree = {"a": (1, 2), "b": {"c": 3, "d": [4, 5, 6]}}
+    assert prefix_leaves({"a": True, "b": {"c": False, "d": True}}, tree, "mask") == \
+        [True, True, False, True, True, True]
+    assert prefix_leaves({"a": "x", "b": "y"}, tree, "labels") == ["x", "x", "y", "y", "y", "y"]
+    with pytest.raises(ValueError, match="labels: the pytree must have the structure"):
+        prefix_leaves({"a": 1, "z": 2}, tree, "labels")
