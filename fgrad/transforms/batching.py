@@ -6,6 +6,7 @@ values — there is no Python loop over the batch.
 from __future__ import annotations
 
 import functools
+import threading
 from typing import Any, Callable, Sequence, TypeVar, cast
 
 from typing_extensions import ParamSpec
@@ -41,6 +42,17 @@ class BatchTracer(Tracer):
             f"batches) instead of Python control flow on it.")
 
 
+_rule_axis = threading.local()
+
+
+def batching_axis_name() -> Any:
+    """The axis name of the vmap whose batch rule is running now (None outside one, or for an
+    unnamed vmap). Rules that batch a sub-jaxpr under a new BatchTrace (jit, scan, cond,
+    while, custom_vjp) give it this name, so a collective inside the sub-jaxpr reduces over
+    the same named axis."""
+    return getattr(_rule_axis, "name", None)
+
+
 class BatchTrace(Trace):
     """Applies batch rules; `axis_size` is the length of the mapped axis."""
 
@@ -67,7 +79,11 @@ class BatchTrace(Trace):
             if all(d is None for d in dims):
                 out = prim.bind(*vals, **params)
                 return list(out) if prim.multiple_results else [out]
-            out, out_dim = prim.rule("batch")(vals, dims, **params)
+            outer, _rule_axis.name = batching_axis_name(), self.axis_name
+            try:
+                out, out_dim = prim.rule("batch")(vals, dims, **params)
+            finally:
+                _rule_axis.name = outer
         if not prim.multiple_results:
             out, out_dim = [out], [out_dim]
         return [v if d is None else BatchTracer(self, v, d)

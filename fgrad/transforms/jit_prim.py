@@ -179,10 +179,11 @@ def _jit_transpose(cts: list[Any], *args: Any, jaxpr: Jaxpr, name: str,
 
 def _batch_jaxpr(jaxpr: Jaxpr, dims: tuple[Any, ...], size: int,
                  in_avals: list[Any]) -> tuple[Jaxpr, list[Any]]:
-    from fgrad.transforms.batching import BatchTrace, BatchTracer, _finish
+    from fgrad.transforms.batching import BatchTrace, BatchTracer, _finish, batching_axis_name
+    axis_name = batching_axis_name()
 
     def body(*vals: Any) -> tuple[list[Any], None]:
-        trace = BatchTrace(current_trace(), size)
+        trace = BatchTrace(current_trace(), size, axis_name)
         ins = [v if d is None else BatchTracer(trace, v, d) for v, d in zip(vals, dims)]
         with set_current_trace(trace):
             outs = eval_jaxpr(jaxpr, [], ins)
@@ -195,7 +196,8 @@ def _batch_jaxpr(jaxpr: Jaxpr, dims: tuple[Any, ...], size: int,
 def _jit_batch(args: list[Any], dims: list[Any], *, jaxpr: Jaxpr, name: str,
                backend: str) -> tuple[list[Any], list[int]]:
     size = next(a.shape[d] for a, d in zip(args, dims) if d is not None)
-    key = ("vmap", tuple(dims), size)
+    from fgrad.transforms.batching import batching_axis_name
+    key = ("vmap", tuple(dims), size, batching_axis_name())
     avals = [a.aval for a in args]
     new, consts = _memo(jaxpr, key, lambda: _batch_jaxpr(jaxpr, tuple(dims), size, avals))
     outs = call_jaxpr(new, consts + list(args), f"vmap({name})", backend)

@@ -30,6 +30,16 @@ CASES = {
     "grad_gather": vm(fgrad.grad(lambda x: (lax.all_gather(x, "i") ** 2).sum())),
     "nested": fgrad.vmap(fgrad.vmap(lambda x: x / lax.psum(x, "outer"), axis_name="inner"),
                          axis_name="outer"),
+    # a jit (or scan) inside the named vmap: its batching rule carries the axis name
+    "jit_inside": vm(fgrad.jit(lambda x: x / lax.psum(x, "i"))),
+    "jit_inside_gather": vm(fgrad.jit(lambda x: lax.all_gather(x, "i") * 2)),
+    "jit_inside_pmax_pmean": vm(fgrad.jit(lambda x: lax.pmax(x, "i") - lax.pmean(x, "i"))),
+    "jit_in_jit": vm(fgrad.jit(lambda x: fgrad.jit(lambda y: y * lax.psum(y, "i"))(x) + 1)),
+    "grad_of_jit": vm(fgrad.grad(fgrad.jit(lambda x: (x * lax.psum(x, "i")).sum()))),
+    "jit_nested_outer": fgrad.vmap(fgrad.vmap(fgrad.jit(lambda x: x / lax.psum(x, "outer")),
+                                              axis_name="inner"), axis_name="outer"),
+    "scan_inside": vm(lambda x: lax.scan(lambda c, r: (c + lax.psum(r, "i"), c * r),
+                                         0.0, x)[1]),
 }
 
 
@@ -39,7 +49,8 @@ def test_matches_jax(name):
                                atol=1e-6)
 
 
-@pytest.mark.parametrize("name", ["normalize", "gather0", "grad_psum", "nested"])
+@pytest.mark.parametrize("name", ["normalize", "gather0", "grad_psum", "nested", "jit_inside",
+                                  "grad_of_jit", "scan_inside"])
 def test_matches_jax_under_jit(name):
     np.testing.assert_allclose(fgrad.jit(CASES[name])(Tensor(XS)).numpy(), FIX[name],
                                rtol=1e-5, atol=1e-6)
@@ -57,5 +68,7 @@ def test_pytree_and_pmax_tangent():
 def test_unbound_axis_name():
     with pytest.raises(NameError, match="unbound axis name 'j'"):
         vm(lambda x: lax.psum(x, "j"))(Tensor(XS))
+    with pytest.raises(NameError, match="unbound axis name 'j'.*axis_name='j'"):
+        vm(fgrad.jit(lambda x: lax.psum(x, "j")))(Tensor(XS))
     with pytest.raises(NameError, match="axis_name='i'"):
         lax.psum(Tensor(XS), "i")

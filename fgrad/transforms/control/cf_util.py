@@ -118,8 +118,8 @@ def _batched_avals(jaxpr: Jaxpr, dims: Sequence[int | None], size: int) -> list[
 def _run_batched(jaxpr: Jaxpr, vals: Sequence[Any], dims: Sequence[int | None],
                  size: int) -> tuple[Any, list[Any]]:
     """Evaluate `jaxpr` under a fresh BatchTrace; returns the trace and its raw outputs."""
-    from fgrad.transforms.batching import BatchTrace, BatchTracer
-    trace = BatchTrace(current_trace(), size)
+    from fgrad.transforms.batching import BatchTrace, BatchTracer, batching_axis_name
+    trace = BatchTrace(current_trace(), size, batching_axis_name())
     ins = [v if d is None else BatchTracer(trace, v, d) for v, d in zip(vals, dims)]
     with set_current_trace(trace):
         return trace, run(jaxpr, ins)
