@@ -8,7 +8,8 @@ FGRAD_NUM_THREADS   threads of the llvm backend's large kernels (default: the us
 FGRAD_JIT_CACHE_SIZE signatures kept per jitted function, and LLVM engines kept (default 64)
 FGRAD_TRACEBACK_FILTERING "off": keep fgrad's own frames in tracebacks of transformed code
 FGRAD_WARN_FLOAT64  "0": no warning when float64 data promotes a float32 computation
-FGRAD_DEBUG_NANS    "1": jitted calls that produce a NaN rerun op by op and raise where it began
+FGRAD_DEBUG_NANS    "1": eager ops that produce a NaN raise; jitted calls that produce one rerun
+                    op by op and raise where it began
 FGRAD_DEBUG_INFS    "1": the same for infinities
 FGRAD_DISABLE_JIT   "1": `jit` calls the Python function directly (for print/pdb debugging)
 FGRAD_LOG_COMPILES  "1": log every trace and compile with its time (logger "fgrad.jit", INFO);

@@ -7,11 +7,15 @@
 
     jf.profile(*args)           # run a jitted function once (after a warm-up), print its table
 
-Rows of a program's table are its steps in run order: a native segment (consecutive kernels
-and BLAS/LAPACK calls run by one native call; the llvm runtime times them together) with the
-user lines its kernels come from, or a host step (control flow, a host callback, a NumPy
-fallback) with its primitive and line. On the numpy and opencl backends only the program
-totals are measured (OpenCL kernels run asynchronously).
+Rows of a program's table are its steps in run order. On the llvm backend a profiled call
+runs a profiling build of the program (made on the first profiled call, beside the normal
+one, which stays free of timing code): one native call per kernel or library call, so each
+row is one kernel (its fused primitives) or one gemm/LAPACK call (its shapes), with the user
+lines of the equations it computes; host steps (control flow, a host callback, a NumPy
+fallback) get a row each too. Kernels that the normal build runs together in one parallel
+region run one after another there, so the rows add up to a little more than a normal call.
+On the numpy and opencl backends only the program totals are measured (OpenCL kernels run
+asynchronously).
 """
 from __future__ import annotations
 
@@ -23,6 +27,8 @@ from typing import Any, Iterator
 __all__ = ["Profile", "active", "profile"]
 
 _ACTIVE: list["Profile"] = []
+LABEL_WIDTH = 44
+_LAYOUT_ONLY = {"broadcast_in_dim", "reshape", "squeeze", "expand_dims", "transpose"}
 
 
 def active() -> "Profile | None":
@@ -86,10 +92,10 @@ class Profile:
             lines = [f"jit({stats.name}) on {stats.backend}: {stats.calls} call(s), "
                      f"{stats.seconds * 1e3:.3f} ms total, {per_call * 1e3:.3f} ms per call"]
             if stats.rows:
-                lines.append(f"  {'step':<34} {'ms total':>9} {'% prog':>7}  source lines")
+                lines.append(f"  {'step':<{LABEL_WIDTH}} {'ms total':>9} {'% prog':>7}  source lines")
             for row in stats.rows.values():
                 share = 100 * row.seconds / stats.seconds if stats.seconds else 0.0
-                lines.append(f"  {row.label:<34} {row.seconds * 1e3:9.3f} {share:6.1f}%  "
+                lines.append(f"  {row.label:<{LABEL_WIDTH}} {row.seconds * 1e3:9.3f} {share:6.1f}%  "
                              f"{row.where}")
             blocks.append("\n".join(lines))
         return "\n\n".join(blocks) if blocks else "(no jitted program ran)"
@@ -122,15 +128,35 @@ def _describe(program: Any, action: Any) -> tuple[str, str]:
     steps = {s.name: s for s in program.schedule.steps}
     names, where = [], []
     for name, _ in action.calls:
-        names.append(name)
         eqns = [program.library_calls[name]] if name in program.library_calls else \
-            [producers[id(v)] for v in getattr(steps.get(name), "outputs", ())
-             if id(v) in producers]
+            _fused_eqns(program.schedule, steps.get(name), producers)
+        names.append(_call_label(name, eqns) if len(action.calls) == 1 else name)
         for eqn in eqns:
             line = _source(eqn)
             if line and line not in where:
                 where.append(line)
     label = "native " + ",".join(names)
-    if len(label) > 34:
-        label = label[:31] + "..."
+    if len(label) > LABEL_WIDTH:
+        label = label[:LABEL_WIDTH - 3] + "..."
     return label, " ".join(where[:6]) + (" ..." if len(where) > 6 else "")
+
+
+def _fused_eqns(schedule: Any, step: Any, producers: dict[int, Any]) -> list[Any]:
+    """The jaxpr equations a kernel step computes (every fused one, where the schedule
+    can say)."""
+    if step is None:
+        return []
+    finder = getattr(schedule, "fused_eqns", None)
+    if finder is not None:
+        return list(finder(step))
+    return [producers[id(v)] for v in getattr(step, "outputs", ()) if id(v) in producers]
+
+
+def _call_label(name: str, eqns: list[Any]) -> str:
+    """'g0 dot_general f32[64,128]x[128,256]' or 'k3 exp,add,reduce_sum'."""
+    prims = list(dict.fromkeys(e.primitive.name for e in eqns
+                               if e.primitive.name not in _LAYOUT_ONLY)) or ["copy"]
+    if len(eqns) == 1 and eqns[0].primitive.name == "dot_general":
+        shapes = "x".join(str(list(v.aval.shape)) for v in eqns[0].inputs)
+        return f"{name} dot_general {shapes}"
+    return f"{name} {','.join(prims)}"

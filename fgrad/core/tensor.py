@@ -10,6 +10,7 @@ from typing import Any, Iterator, Sequence
 
 import numpy as np
 
+from fgrad import flags as _flags
 from fgrad.core import device as _device
 from fgrad.core import dtypes as _dt
 from fgrad.core.dtypes import DType, dtypes
@@ -327,6 +328,9 @@ class EvalTrace(Trace):
             outs = _device.eval_on_device(prim, arrays, in_avals, params, device)
         else:
             outs = prim.impl_list(*arrays, **params)
+        if _flags.jit_call_flags()[1] and prim.name != "jit":  # jit checks itself
+            from fgrad.core.nonfinite import check_eager
+            check_eager(prim.name, arrays, outs)
         return [Tensor._wrap(_conform(o, a)) for o, a in zip(outs, out_avals, strict=True)]
 
 

@@ -67,6 +67,7 @@ def _jit_impl(*arrays: Any, jaxpr: Jaxpr, name: str, backend: str) -> list[Any]:
     if prof is None:
         outs = exe(*arrays)
     else:
+        getattr(exe, "prepare_profiling", lambda: None)()
         with prof.program(jaxpr, name, backend):
             outs = exe(*arrays)
     if enabled():

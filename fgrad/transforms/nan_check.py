@@ -17,6 +17,7 @@ import numpy as np
 
 from fgrad import flags
 from fgrad.core.ir import Jaxpr, Literal
+from fgrad.core.nonfinite import first_rejected, nonfinite_error
 
 __all__ = ["check_jit_outputs", "debug_infs", "debug_nans", "enabled"]
 
@@ -42,22 +43,6 @@ def enabled() -> bool:
     return bool(flags.setting("debug_nans") or flags.setting("debug_infs"))
 
 
-def _bad(arr: Any) -> str | None:
-    """'NaN' / 'inf' when `arr` holds a value the current settings reject, else None."""
-    a = np.asarray(arr)
-    if a.dtype.kind not in "fc":
-        return None
-    if flags.setting("debug_nans") and np.isnan(a).any():
-        return "NaN"
-    if flags.setting("debug_infs") and np.isinf(a).any():
-        return "inf"
-    return None
-
-
-def _first_bad(arrays: Sequence[Any]) -> str | None:
-    return next((kind for kind in map(_bad, arrays) if kind), None)
-
-
 def _locate(jaxpr: Jaxpr, args: Sequence[Any], where: str) -> None:
     """Run `jaxpr` op by op with NumPy impls; raise at the first non-finite output."""
     env: dict[int, Any] = {id(v): np.asarray(a) for v, a in zip(jaxpr.invars, args)}
@@ -71,7 +56,7 @@ def _locate(jaxpr: Jaxpr, args: Sequence[Any], where: str) -> None:
         ins = [read(x) for x in eqn.inputs]
         outs = eqn.primitive.impl(*ins, **eqn.params)
         outs = list(outs) if eqn.primitive.multiple_results else [outs]
-        kind = _first_bad(outs)
+        kind = first_rejected(outs)
         if kind is None:
             for v, o in zip(eqn.outvars, outs):
                 env[id(v)] = o
@@ -79,20 +64,13 @@ def _locate(jaxpr: Jaxpr, args: Sequence[Any], where: str) -> None:
         inner = eqn.params.get("jaxpr")
         if eqn.primitive.name == "jit" and isinstance(inner, Jaxpr):
             _locate(inner, ins, f"{where} > jit({eqn.params.get('name')})")
-        src = f" at {eqn.source}" if eqn.source is not None else ""
-        bad_in = " (an input was already non-finite)" if _first_bad(ins) else ""
-        shapes = ", ".join(f"{np.asarray(i).dtype}{list(np.shape(i))}" for i in ins)
-        raise FloatingPointError(
-            f"debug_{'nans' if kind == 'NaN' else 'infs'}: primitive '{eqn.primitive.name}' "
-            f"produced {kind} in {where}{src}{bad_in}; its inputs: ({shapes}). Turn the "
-            f"check off with fgrad.config.update('debug_{'nans' if kind == 'NaN' else 'infs'}'"
-            f", False).")
+        raise nonfinite_error(kind, eqn.primitive.name, where, eqn.source, ins)
 
 
 def check_jit_outputs(jaxpr: Jaxpr, args: Sequence[Any], outs: Sequence[Any],
                       name: str) -> None:
     """After a jitted call: when its outputs hold a rejected value, find where it began."""
-    if _first_bad(outs) is None:
+    if first_rejected(outs) is None:
         return
     _locate(jaxpr, args, f"jit({name})")
     raise FloatingPointError(f"jit({name}) returned a non-finite value, but the op-by-op "

@@ -63,3 +63,42 @@ def test_no_profile_no_table():
         pass
     assert str(prof) == "(no jitted program ran)"
     assert fgrad.profiler.active() is None
+
+
+def _two_kernels(x, w):
+    h = (x @ w + 1.0).tanh()                  # KERNEL-LINE-A
+    return h.sum(0), (h * h).max(1)           # KERNEL-LINE-B
+
+
+def test_llvm_rows_are_single_kernels_with_their_lines():
+    jf = fgrad.jit(_two_kernels, backend="llvm")
+    text = jf.lower(Tensor(X), Tensor(W)).as_text()
+    jf(Tensor(X), Tensor(W))
+    with fgrad.profiler.profile() as prof:
+        s, m = jf(Tensor(X), Tensor(W))
+    h = np.tanh(X @ W + 1.0)
+    np.testing.assert_allclose(s.numpy(), h.sum(0), rtol=1e-4)
+    np.testing.assert_allclose(m.numpy(), (h * h).max(1), rtol=1e-4)
+    (stats,) = prof.programs.values()
+    labels = [r.label for r in stats.rows.values()]
+    assert len(labels) >= 2 and all("," not in lb.split()[1] for lb in labels), labels
+    gemm = next(r for r in stats.rows.values() if "dot_general" in r.label)
+    assert "[64, 32]x[32, 16]" in gemm.label
+    name = __file__.rsplit("/", 1)[-1]
+    assert f"{name}:{_two_kernels.__code__.co_firstlineno + 1}" in gemm.where
+    kernels = [r for r in stats.rows.values() if "dot_general" not in r.label]
+    assert any("tanh" in r.label for r in kernels)
+    assert sum(r.count for r in stats.rows.values()) == len(labels)   # one call each
+    assert "tanh" in text  # the normal build is unchanged by profiling
+
+
+def test_profiling_build_splits_what_the_normal_build_groups():
+    from fgrad.lower.llvm.runtime import plan
+    closed = fgrad.make_jaxpr(_two_kernels)(Tensor(X), Tensor(W))
+    normal = [a for a in plan(closed.jaxpr).actions if hasattr(a, "calls")]
+    split = [a for a in plan(closed.jaxpr, call_per_segment=True).actions
+             if hasattr(a, "calls")]
+    assert any(len(seg.calls) > 1 for seg in normal)
+    assert all(len(seg.calls) == 1 for seg in split)
+    assert [c for seg in normal for c, _ in seg.calls] == [c for seg in split
+                                                          for c, _ in seg.calls]

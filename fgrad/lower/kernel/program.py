@@ -92,10 +92,13 @@ def _assign_buffers(sched: Schedule, kernel_params: dict[int, list[Var]]
     return buffer_of, sizes
 
 
-def plan(jaxpr: Jaxpr, half_native: bool = True, native_linalg: bool = True) -> Program:
+def plan(jaxpr: Jaxpr, half_native: bool = True, native_linalg: bool = True,
+         call_per_segment: bool = False) -> Program:
     """Schedule `jaxpr`, build every kernel, group consecutive kernels into segments.
     `half_native`: whether float16 may be computed in kernels (else host steps);
-    `native_linalg`: whether float32/64 linalg is a library call (else host steps)."""
+    `native_linalg`: whether float32/64 linalg is a library call (else host steps);
+    `call_per_segment`: one kernel or library call per segment (the profiling build, which
+    times each segment)."""
     jaxpr = expand(jaxpr)
     sched = schedule(jaxpr, half_native, native_linalg)
     names = sched.names
@@ -118,7 +121,7 @@ def plan(jaxpr: Jaxpr, half_native: bool = True, native_linalg: bool = True) -> 
             kernels.append(kernel)
             kernel_params[n] = params
             name = kernel.name
-        if segment is None:
+        if segment is None or call_per_segment:
             segment = Segment()
             actions.append(segment)
         segment.calls.append((name, [segment.slot(v) for v in params]))

@@ -201,8 +201,10 @@ class LLVMExecutable:
     """A compiled program: call it with NumPy arrays, get the output arrays (read-only views
     of pooled memory, returned to the pool when dropped)."""
 
-    def __init__(self, program: Program):
+    def __init__(self, program: Program, source: Jaxpr | None = None):
         self.program = program
+        self.source = source            # the jaxpr it was compiled from (for the profiler)
+        self._profiling: LLVMExecutable | None = None
         start, before = time.perf_counter(), dict(kernel_cache.stats)
         kernels = kernel_cache.compile_kernels(program.kernels, cache_key)
         self.module = module_ir(program, {name: (k.symbol, k.function_type)
@@ -245,10 +247,27 @@ class LLVMExecutable:
         return self._call_general(arrays)
 
     def _call_general(self, arrays: Any) -> list[np.ndarray]:
+        if profiler.active() and self.source is not None:
+            return self._profiling_build()._run(arrays, {})
         if self._direct is not None and len(arrays) == len(self._direct[0]) \
                 and not profiler.active():
             return self._run_direct(arrays)
         return self._run(arrays, {})
+
+    def prepare_profiling(self) -> None:
+        """Build the profiling twin now (the jit path calls this before it starts the
+        clock)."""
+        if self.source is not None:
+            self._profiling_build()
+
+    def _profiling_build(self) -> "LLVMExecutable":
+        """The same program with one native call per kernel or library call, so the
+        profiler times each (built on the first profiled call; kernels come from the
+        kernel cache, so only the glue module compiles again)."""
+        if self._profiling is None:
+            assert self.source is not None
+            self._profiling = LLVMExecutable(plan(self.source, call_per_segment=True))
+        return self._profiling
 
     def _direct_plan(self) -> Any:
         """For a program that is one native segment writing each output directly (no host
@@ -467,15 +486,17 @@ def _compile_sub(jaxpr: Jaxpr) -> Any:
     return executable_for(jaxpr, "llvm")
 
 
-def plan(jaxpr: Jaxpr) -> Program:
+def plan(jaxpr: Jaxpr, call_per_segment: bool = False) -> Program:
     """The program of `jaxpr` for this CPU (float16 kernels only with F16C; large
-    leading-axes reductions split so that threads share them)."""
-    return program_lib.plan(split_reductions(jaxpr), half_native())
+    leading-axes reductions split so that threads share them); `call_per_segment`: the
+    profiling build (one native call per kernel)."""
+    return program_lib.plan(split_reductions(jaxpr), half_native(),
+                            call_per_segment=call_per_segment)
 
 
 def compile_llvm(jaxpr: Jaxpr) -> LLVMExecutable:
     """The `llvm` backend compiler registered in fgrad.transforms.executables."""
-    return LLVMExecutable(plan(jaxpr))
+    return LLVMExecutable(plan(jaxpr), jaxpr)
 
 
 def describe(jaxpr: Jaxpr) -> str:

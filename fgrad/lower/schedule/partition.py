@@ -158,6 +158,13 @@ class Schedule:
     steps: tuple[Step, ...]
     realized: frozenset[int]
     producers: dict[int, Eqn]
+
+    def fused_eqns(self, step: "Step") -> list[Eqn]:
+        """The equations `step` computes (all fused ones for a kernel step)."""
+        if isinstance(step, KernelStep):
+            return fused_eqns(self, step)
+        eqn = getattr(step, "eqn", None)
+        return [eqn] if eqn is not None else []
     names: _Names
 
     def kernels(self) -> list[KernelStep]:
