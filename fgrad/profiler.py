@@ -14,8 +14,8 @@ row is one kernel (its fused primitives) or one gemm/LAPACK call (its shapes), w
 lines of the equations it computes; host steps (control flow, a host callback, a NumPy
 fallback) get a row each too. Kernels that the normal build runs together in one parallel
 region run one after another there, so the rows add up to a little more than a normal call.
-On the numpy and opencl backends only the program totals are measured (OpenCL kernels run
-asynchronously).
+On opencl a profiled call waits for the device queue after every kernel (they normally run
+asynchronously) and times each; on numpy only the program totals are measured.
 """
 from __future__ import annotations
 

@@ -219,7 +219,8 @@ class JittedFunction(Generic[P, R]):
         """Run once to compile, then once under `fgrad.profiler.profile()`; print and return
         the Profile (its table maps the program's steps to the user's lines)."""
         from fgrad import profiler
-        self(*args, **kwargs)
+        from fgrad.core.methods.interop import block_until_ready
+        block_until_ready(self(*args, **kwargs))  # the compile's device work is not timed
         with profiler.profile() as prof:
             self(*args, **kwargs)
         print(prof.table())

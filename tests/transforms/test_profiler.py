@@ -1,5 +1,5 @@
 """Tests for fgrad.profiler: per-program totals on every backend, per-step rows mapped to the
-user's lines on llvm, and `jf.profile(*args)`."""
+user's lines on llvm and opencl (one row per kernel or gemm), and `jf.profile(*args)`."""
 import numpy as np
 import pytest
 
@@ -102,3 +102,14 @@ def test_profiling_build_splits_what_the_normal_build_groups():
     assert all(len(seg.calls) == 1 for seg in split)
     assert [c for seg in normal for c, _ in seg.calls] == [c for seg in split
                                                           for c, _ in seg.calls]
+
+
+@pytest.mark.opencl
+def test_opencl_rows_are_single_kernels():
+    jf = fgrad.jit(_two_kernels, backend="opencl")
+    prof = jf.profile(Tensor(X), Tensor(W))
+    (stats,) = prof.programs.values()
+    labels = [r.label for r in stats.rows.values()]
+    assert any("dot_general [64, 32]x[32, 16]" in lb for lb in labels), labels
+    assert any("tanh" in lb for lb in labels) and len(labels) >= 2
+    assert sum(r.seconds for r in stats.rows.values()) <= stats.seconds

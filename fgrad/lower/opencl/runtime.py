@@ -14,11 +14,13 @@ OpenCL matmul (opencl/gemm.py); linalg stays a host step (no LAPACK on OpenCL).
 """
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import numpy as np
 import pyopencl as cl
 
+from fgrad import profiler
 from fgrad.core.ir import Eqn, Jaxpr, Literal, ShapedArray, Var
 from fgrad.lower.kernel import build as kernel_build
 from fgrad.lower.kernel import program as program_lib
@@ -28,7 +30,7 @@ from fgrad.lower.kernel.ir import Kernel, check_kernel
 from fgrad.lower.opencl.device import CLArray, CLDevice, device_list, get_device
 from fgrad.lower.opencl.gemm import lower_gemm
 from fgrad.lower.opencl.render import Launch, RenderedKernel, lower_kernel, program_source
-from fgrad.lower.kernel.program import Program
+from fgrad.lower.kernel.program import Program, Segment
 from fgrad.lower.schedule.partition import HostStep, KernelStep, jaxpr_names
 
 __all__ = ["CLArray", "OpenCLExecutable", "compile_opencl", "describe", "device_list"]
@@ -85,6 +87,7 @@ class OpenCLExecutable:
         self.library_calls: dict[str, Eqn] = dict(getattr(program, "library_calls", {}))
         self.default = device
         self._built: dict[str, dict[str, tuple[Any, Launch]]] = {}
+        self._views: dict[tuple[int, str], Segment] = {}
         self.compiled(get_device(device))  # build eagerly: errors show at compile time
 
     def rendered(self, dev: CLDevice | None = None) -> list[RenderedKernel]:
@@ -120,9 +123,11 @@ class OpenCLExecutable:
         for v, a in zip(jaxpr.invars, arrays, strict=True):
             env[id(v)] = _on_device(a, v, dev)
         buffers = [dev.alloc(n) for n in self.program.buffer_bytes]
+        clock = _StepClock(self.program, dev)
         for action in self.program.actions:
             if isinstance(action, HostStep):
                 _run_host(action.eqn, env, dev)
+                clock.lap(action)
                 continue
             for v in action.allocs:
                 env[id(v)] = self._new(v, buffers, dev)
@@ -131,13 +136,42 @@ class OpenCLExecutable:
                 if not launch.empty:
                     args = [dev.arg(env[id(action.table[s])].buffer) for s in slots]
                     kernel(dev.queue, launch.global_size, launch.local_size, *args)
+                clock.lap(self._call_view(action, name, slots))
         return [_read(a, env, dev) for a in jaxpr.outvars]
+
+    def _call_view(self, action: Segment, name: str, slots: list[int]) -> Segment:
+        """One call of a segment as a segment of its own (a profiler row), made once."""
+        key = (id(action), name)
+        view = self._views.get(key)
+        if view is None:
+            view = self._views[key] = Segment([(name, slots)], action.table, [])
+        return view
 
     def _new(self, var: Var, buffers: list[Any], dev: CLDevice) -> CLArray:
         b = self.program.buffer_of.get(id(var))
         if b is None:
             return CLArray.empty(var.aval.shape, var.aval.dtype.np, dev)
         return CLArray(var.aval.shape, var.aval.dtype.np, dev.name, buffers[b])
+
+
+class _StepClock:
+    """Per-kernel times for the profiler: when a profile is active, each lap waits for the
+    device queue and records the time since the previous lap (kernels then run one at a
+    time, as the profiler's table assumes); otherwise every lap is a no-op."""
+
+    def __init__(self, program: Program, dev: CLDevice):
+        self.program, self.dev, self.prof = program, dev, profiler.active()
+        if self.prof is not None:
+            dev.queue.finish()
+            self.start = time.perf_counter()
+
+    def lap(self, action: Any) -> None:
+        if self.prof is None:
+            return
+        self.dev.queue.finish()
+        now = time.perf_counter()
+        self.prof.step(self.program, action, now - self.start)
+        self.start = now
 
 
 def _on_device(a: Any, var: Var, dev: CLDevice) -> CLArray:
