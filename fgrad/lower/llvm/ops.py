@@ -149,9 +149,8 @@ def _logistic(em: Emitter, a: list[ir.Value], dt: DType, od: DType) -> ir.Value:
     x, b = a[0], em.b
     e = llvm_math.exp(em, b.fneg(em.intrinsic("llvm.fabs", [x])))
     one = ir.Constant(x.type, 1.0)
-    denom = b.fadd(one, e)
-    return b.select(b.fcmp_ordered(">=", x, _zero(em, x)), b.fdiv(one, denom),
-                    b.fdiv(e, denom))
+    numerator = b.select(b.fcmp_ordered(">=", x, _zero(em, x)), one, e)
+    return b.fdiv(numerator, b.fadd(one, e))  # one division: the vector divider is slow
 
 
 def _rsqrt(em: Emitter, a: list[ir.Value], dt: DType, od: DType) -> ir.Value:

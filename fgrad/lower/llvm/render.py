@@ -32,6 +32,8 @@ from fgrad.lower.llvm.threads import Part, chunking, plan_parts, render_part, sp
 
 Call = tuple[str, Sequence[int]]  # (kernel name, buffer slot of each parameter)
 NSW = ("nsw",)
+INTERLEAVE = 2            # vector iterations per trip of an innermost loop
+INTERLEAVE_MIN_EXTENT = 64
 
 
 def _i64(v: int) -> ir.Constant:
@@ -98,9 +100,22 @@ class _KernelRenderer:
         for inner in s.body:
             self.stmt(inner)
         i.add_incoming(b.add(i, _i64(1), flags=("nuw", "nsw")), b.block)
-        b.branch(head)
+        backedge = b.branch(head)
+        if s.sym.extent >= INTERLEAVE_MIN_EXTENT and not any(isinstance(t, Loop) for t in s.body):
+            backedge.set_metadata("llvm.loop", self.interleaved_loop_id(s.sym.name))
         b.position_at_end(done)
         self.values, self.indices = scope
+
+    def interleaved_loop_id(self, name: str) -> ir.MDValue:
+        """Loop metadata asking the vectorizer for INTERLEAVE vector iterations per trip:
+        the transcendental polynomials are long dependency chains, and two independent
+        chains keep the FMA units busy (W1 on 2 cores: see docs/design.md)."""
+        module = self.fn.module
+        loop_id = module.add_metadata([ir.MetaDataString(module, f"{self.fn.name}.{name}")])
+        hint = module.add_metadata([ir.MetaDataString(module, "llvm.loop.interleave.count"),
+                                    ir.Constant(ir.IntType(32), INTERLEAVE)])
+        loop_id.operands = (loop_id, hint)  # a loop ID refers to itself (LLVM LangRef)
+        return loop_id
 
     def pointer(self, buf: int, index: Ix) -> ir.Value:
         return self.b.gep(self.fn.args[buf], [self.index(index)], inbounds=True)

@@ -60,3 +60,20 @@ def test_features_without_avx512_are_left_as_the_host_gives_them():
     assert target.features_for("+avx,+avx2,-prefer-256-bit") == "+avx,+avx2,-prefer-256-bit"
     assert target.features_for("+avx512f,+prefer-256-bit") == "+avx512f,-prefer-256-bit"
     assert target.vector_bits("+sse2") == 128
+
+
+def test_w1_kernel_is_fused_multiply_add_interleaved_and_free_of_libm_calls():
+    program = _program()
+    before = str(module_ir(program))
+    assert "llvm.fmuladd" in before                       # exp/expm1 polynomials
+    assert '!"llvm.loop.interleave.count", i32 2' in before
+    after = optimized_ir(program)
+    assert not re.search(r"call \S+ @(exp|tanh|expm1)f?\(", after)   # no scalar libm
+    assert re.search(r"@llvm\.fmuladd\.v\d+f32", after)     # vectorized; FMA where the CPU has it
+
+
+def test_logistic_divides_once():
+    jaxpr, _ = open_jaxpr(fgrad.make_jaxpr(lambda x: x.sigmoid())(
+        Tensor(np.ones(256, np.float32))))
+    text = str(module_ir(plan(jaxpr)))
+    assert text.count("fdiv") == 1
