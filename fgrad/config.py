@@ -20,7 +20,7 @@ __all__ = ["Config", "config"]
 _KINDS: dict[str, type | tuple[type, ...]] = {
     "backend": str, "log_retrace": bool, "cache_dir": str, "opencl_device": (str, type(None)),
     "num_threads": int, "warn_float64": bool, "debug_nans": bool, "debug_infs": bool,
-    "disable_jit": bool, "log_compiles": bool,
+    "disable_jit": bool, "log_compiles": bool, "gemm": str,
 }
 _ALIASES = {"jax_debug_nans": "debug_nans", "jax_debug_infs": "debug_infs",
             "jax_disable_jit": "disable_jit", "jax_log_compiles": "log_compiles",
@@ -45,6 +45,9 @@ def _check(name: str, value: Any) -> Any:
             raise ValueError(f"fgrad.config.update('backend', {value!r}): choose one of "
                              f"{flags.BACKENDS}")
         value = value.lower()
+    if name == "gemm" and value not in ("native", "openblas"):
+        raise ValueError(f"fgrad.config.update('gemm', {value!r}): choose 'native' (fgrad's "
+                         f"own GEMM) or 'openblas'")
     if name == "num_threads" and value < 1:
         raise ValueError(f"fgrad.config.update('num_threads', {value}): must be >= 1")
     return name, value

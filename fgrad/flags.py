@@ -11,6 +11,8 @@ FGRAD_WARN_FLOAT64  "0": no warning when float64 data promotes a float32 computa
 FGRAD_DEBUG_NANS    "1": eager ops that produce a NaN raise; jitted calls that produce one rerun
                     op by op and raise where it began
 FGRAD_DEBUG_INFS    "1": the same for infinities
+FGRAD_GEMM          "native" (default): jitted float32/64 matmuls run fgrad's own GEMM;
+                    "openblas": they call SciPy's OpenBLAS (single-threaded, split by fgrad)
 FGRAD_DISABLE_JIT   "1": `jit` calls the Python function directly (for print/pdb debugging)
 FGRAD_LOG_COMPILES  "1": log every trace and compile with its time (logger "fgrad.jit", INFO);
                     compiles slower than 5 s are logged at WARNING whatever the setting
@@ -92,6 +94,12 @@ def jit_call_flags() -> tuple[bool, bool]:
         checks = bool(setting("debug_nans") or setting("debug_infs"))
         _JIT_CALL_FLAGS.append((bool(setting("disable_jit")), checks))
     return _JIT_CALL_FLAGS[0]
+
+
+@_overridable("gemm")
+def gemm_library() -> str:
+    """Who computes jitted float matmuls on llvm: "native" (fgrad's GEMM) or "openblas"."""
+    return os.environ.get("FGRAD_GEMM", "native").strip().lower()
 
 
 @_overridable("backend")

@@ -14,7 +14,7 @@ flags, so results match NumPy's IEEE ones.
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from llvmlite import ir
 
@@ -24,7 +24,10 @@ from fgrad.lower.kernel.index import Clamp, Div, Dyn, Ix, Mod, Sym, ix_range
 from fgrad.lower.kernel.build import identity
 from fgrad.lower.kernel.ir import (AccInit, AccRead, AccUpdate, Const, Expr, IndexPred,
                                    IndexValue, Kernel, Load, Loop, Op, Stmt, Store)
+from fgrad import flags
 from fgrad.lower.llvm.blas import render_gemm
+from fgrad.lower.llvm.gemm_native import (native_gemm_applies, render_native_gemm,
+                                          render_native_gemm_rows)
 from fgrad.lower.llvm.gemm_split import library_chunking, render_gemm_rows
 from fgrad.lower.llvm.lapack import render_lapack
 from fgrad.lower.llvm.ops import I1, I64, OPS, Emitter, const, mem_type, reg_type
@@ -308,6 +311,16 @@ def entry_names(segment: int, parts: Sequence[Part]) -> list[str]:
     return [f"seg{segment}_p{k}" for k in range(len(parts))]
 
 
+def _library_renderer(eqn: Eqn, split: bool) -> Callable[[ir.Module, str, Eqn], ir.Function]:
+    """How a library call is rendered: a dot_general by fgrad's own GEMM (or, with
+    FGRAD_GEMM=openblas, by OpenBLAS calls), by rows when the pool splits it; LAPACK else."""
+    if eqn.primitive.name != "dot_general":
+        return render_lapack
+    if flags.gemm_library() == "native" and native_gemm_applies(eqn):
+        return render_native_gemm_rows if split else render_native_gemm
+    return render_gemm_rows if split else render_gemm
+
+
 def render_module(kernels: Sequence[Kernel], segments: Sequence[Sequence[Call]],
                   library_calls: dict[str, Eqn] | None = None,
                   external: dict[str, tuple[str, ir.FunctionType]] | None = None
@@ -322,8 +335,7 @@ def render_module(kernels: Sequence[Kernel], segments: Sequence[Sequence[Call]],
     by_name = {k.name: k for k in kernels}
     library = library_chunking(library_calls or {})
     for name, eqn in (library_calls or {}).items():
-        render = render_gemm if eqn.primitive.name == "dot_general" else render_lapack
-        functions[name] = (render_gemm_rows if name in library else render)(module, name, eqn)
+        functions[name] = _library_renderer(eqn, name in library)(module, name, eqn)
     for i, calls in enumerate(segments):
         parts = plan_parts(calls, by_name, library)
         names = entry_names(i, parts)

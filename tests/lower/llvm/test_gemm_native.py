@@ -1,0 +1,67 @@
+"""fgrad's own GEMM (llvm/gemm_native.py): the tile chosen for the host's vector width, the
+generated micro-kernel, the OpenBLAS switch, and results against NumPy on both paths."""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+import fgrad
+from fgrad import Tensor
+from fgrad.lower.llvm import target
+from fgrad.lower.llvm.gemm_native import tile_shape
+from fgrad.lower.llvm.runtime import module_ir, plan
+from fgrad.transforms.jit_prim import open_jaxpr
+
+RNG = np.random.default_rng(3)
+
+
+def _module_text(m: int, n: int, k: int, dtype: type = np.float32) -> str:
+    a, b = Tensor(np.ones((m, k), dtype)), Tensor(np.ones((k, n), dtype))
+    jaxpr, _ = open_jaxpr(fgrad.make_jaxpr(lambda x, y: x @ y)(a, b))
+    return str(module_ir(plan(jaxpr)))
+
+
+def test_tile_follows_the_vector_width():
+    assert tile_shape(4, 256) == (6, 16, 8)      # AVX2: 12 ymm accumulators
+    assert tile_shape(8, 256) == (6, 8, 4)
+    assert tile_shape(4, 512) == (12, 32, 16)    # AVX-512: 24 zmm accumulators of 32
+    assert tile_shape(4, 128) == (6, 8, 4)       # SSE / NEON
+
+
+def test_micro_kernel_is_broadcast_fma_at_the_host_width():
+    mr, nr, lanes = tile_shape(4)
+    text = _module_text(64, 64, 64)
+    assert f'llvm.fma.v{lanes}f32"' in text and ".micro" in text
+    micro = text[re.search(r'define internal void @"g0[.a-z]*\.micro"', text).start():]
+    micro = micro[:micro.index("\n}")]
+    assert micro.count("call <") == mr * nr // lanes          # FMAs per step of k
+    assert "fgrad_sgemm" not in text                          # no BLAS call
+
+
+@pytest.mark.parametrize("library", ["native", "openblas"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_both_libraries_match_numpy(library, dtype):
+    a = RNG.standard_normal((3, 70, 45)).astype(dtype)
+    b = RNG.standard_normal((45, 33)).astype(dtype)
+    with fgrad.config.override(gemm=library):
+        f = fgrad.jit(lambda x, y: (x @ y, x.permute(0, 2, 1).sum(0) @ x[0]))
+        out, gram = f(Tensor(a), Tensor(b))
+        text = f.lower(Tensor(a), Tensor(b)).as_text()
+    tol = 1e-4 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(out.numpy(), a @ b, rtol=tol, atol=tol)
+    np.testing.assert_allclose(gram.numpy(), a.transpose(0, 2, 1).sum(0) @ a[0], rtol=tol,
+                               atol=10 * tol)
+    assert bool(re.search(r"fgrad_[sd]gemm", text)) == (library == "openblas")
+    assert bool(re.search(r"\.micro", text)) == (library == "native")
+
+
+def test_unknown_library_is_refused():
+    with pytest.raises(ValueError, match="'native'.*'openblas'"):
+        fgrad.config.update("gemm", "mkl")
+
+
+def test_host_vector_width_is_what_the_tile_uses():
+    _, _, lanes = tile_shape(4)
+    assert lanes * 32 == target.vector_bits()
