@@ -31,7 +31,7 @@ I64 = ir.IntType(64)
 MIN_SPLIT_FLOPS = 1 << 22  # a smaller product runs whole on one thread
 MIN_CHUNK_FLOPS = 1 << 21  # ... and a split one in chunks of at least this much work
 ROW_ALIGN = 16  # rows per chunk round up to this (whole register blocks inside BLAS)
-CHUNKS_PER_THREAD = 2
+CHUNKS_PER_THREAD = 1
 _pinned: list[bool] = []
 
 

@@ -213,12 +213,38 @@ def _swapped_products(jaxpr: Jaxpr) -> dict[int, Eqn]:
     return swapped
 
 
+def _cancel_transpose_pairs(jaxpr: Jaxpr) -> Jaxpr:
+    """`jaxpr` with every transpose of a transpose that composes to the identity read from
+    the first one's input (the weight gradient of `x @ W.T` is such a pair: transposing it
+    twice in a consumer's loads made the optimizer read it with a 2 KiB stride), and the
+    transposes left without uses dropped."""
+    producers = {id(v): e for e in jaxpr.eqns for v in e.outvars}
+    outs = {id(v) for v in jaxpr.outvars}
+    alias: dict[int, Var] = {}
+    for e in jaxpr.eqns:
+        first = producers.get(id(e.inputs[0])) if e.primitive.name == "transpose" else None
+        if first is None or first.primitive.name != "transpose" or id(e.outvars[0]) in outs:
+            continue
+        p1, p2 = first.params["permutation"], e.params["permutation"]
+        if all(p1[p2[i]] == i for i in range(len(p2))) and isinstance(first.inputs[0], Var):
+            alias[id(e.outvars[0])] = first.inputs[0]
+    if not alias:
+        return jaxpr
+    eqns = [Eqn(e.primitive, [alias.get(id(a), a) for a in e.inputs], e.params, e.outvars,
+                e.source) for e in jaxpr.eqns if id(e.outvars[0]) not in alias]
+    used = {id(a) for e in eqns for a in e.inputs} | outs
+    eqns = [e for e in eqns if e.primitive.name != "transpose" or id(e.outvars[0]) in used]
+    return Jaxpr(jaxpr.constvars, jaxpr.invars, eqns, jaxpr.outvars)
+
+
 def pack_gemm_operands(jaxpr: Jaxpr) -> Jaxpr:
     """`jaxpr` with every float dot_general readable by BLAS in place: an operand that is a
     transpose is read from the transpose's input (BLAS's transpose flag), any other layout
     BLAS cannot stride through is packed by a new `transpose` equation (a kernel that fuses
     with the operand's producer), and a product whose one use swaps its free axes is
-    computed swapped. Returns `jaxpr` itself if nothing changed."""
+    computed swapped; transpose pairs that cancel are removed first. Returns `jaxpr`
+    itself if nothing changed."""
+    jaxpr = _cancel_transpose_pairs(jaxpr)
     swapped = _swapped_products(jaxpr)
     dropped = {id(e.outvars[0]) for e in swapped.values()}
     producers = {id(v): e for e in jaxpr.eqns for v in e.outvars}

@@ -65,3 +65,31 @@ def test_unknown_library_is_refused():
 def test_host_vector_width_is_what_the_tile_uses():
     _, _, lanes = tile_shape(4)
     assert lanes * 32 == target.vector_bits()
+
+
+def test_weight_gradient_of_x_at_w_transposed_is_read_contiguously():
+    """grad of `x @ W.T` (nn.Linear) transposes the gemm's result twice; the pair cancels,
+    so no kernel reads the gemm output through a transposed index."""
+    from fgrad.lower.schedule.gemm_layout import pack_gemm_operands
+    x = Tensor(RNG.standard_normal((16, 12)).astype(np.float32))
+    w = Tensor(RNG.standard_normal((8, 12)).astype(np.float32))
+    m = Tensor(RNG.standard_normal((8, 12)).astype(np.float32))
+
+    def step(w, m):
+        g = fgrad.grad(lambda w: (x @ w.T).tanh().sum())(w)
+        return 0.9 * m + 0.1 * g, 0.9 * m + 0.1 * g * g
+
+    jaxpr, _ = open_jaxpr(fgrad.make_jaxpr(step)(w, m))
+    assert sum(e.primitive.name == "transpose" for e in jaxpr.eqns) >= 2
+    packed = pack_gemm_operands(jaxpr)
+    dots = {id(e.outvars[0]) for e in packed.eqns if e.primitive.name == "dot_general"}
+    assert not any(e.primitive.name == "transpose" and id(e.inputs[0]) in dots
+                   for e in packed.eqns)
+    assert any(e.primitive.name == "transpose" and id(e.inputs[0]) in
+               {id(d.outvars[0]) for d in jaxpr.eqns if d.primitive.name == "dot_general"}
+               for e in jaxpr.eqns)
+    first, second = fgrad.jit(step)(w, m)
+    xn, wn, mn = x.numpy(), w.numpy(), m.numpy()
+    g = ((1 - np.tanh(xn @ wn.T) ** 2).T @ xn)
+    np.testing.assert_allclose(first.numpy(), 0.9 * mn + 0.1 * g, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(second.numpy(), 0.9 * mn + 0.1 * g * g, rtol=1e-4, atol=1e-5)
