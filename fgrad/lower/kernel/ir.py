@@ -146,6 +146,7 @@ class Kernel:
     name: str
     params: tuple[Param, ...]
     body: tuple[Stmt, ...]
+    row_range: bool = False  # run on a range of its outer loop even when small (epilogues)
 
     def __str__(self) -> str:
         return pp_kernel(self)

@@ -13,10 +13,10 @@ Both the llvm and the opencl runtimes execute a Program; only rendering differs.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import cast
+from dataclasses import dataclass, field, replace
+from typing import Callable, cast
 
-from fgrad.core.ir import Eqn, Jaxpr, Var
+from fgrad.core.ir import Atom, Eqn, Jaxpr, Var
 from fgrad.lower.schedule.expand import expand
 from fgrad.lower.kernel.build import build_kernel
 from fgrad.lower.kernel.ir import Kernel
@@ -54,22 +54,34 @@ class Program:
     buffer_of: dict[int, int]      # var id -> intermediate buffer number
     buffer_bytes: list[int]
     library_calls: dict[str, Eqn] = field(default_factory=dict)  # name -> equation
+    epilogues: dict[str, str] = field(default_factory=dict)  # gemm call -> fused kernel
 
 
-def _last_uses(sched: Schedule, kernel_params: dict[int, list[Var]]) -> dict[int, int]:
+# (the gemm's equation, the kernel right after it, the kernel's buffer of the gemm's output)
+# -> whether the backend runs that kernel inside the gemm call, as its epilogue
+EpilogueTest = Callable[[Eqn, Kernel, int], bool]
+
+
+def _last_uses(sched: Schedule, kernel_params: dict[int, list[Var]],
+               fused: frozenset[int] = frozenset()) -> dict[int, int]:
+    """The last step reading each value; a gemm's operands count as read by its fused
+    epilogue (step n in `fused`) too, which runs while the gemm still reads them."""
     last: dict[int, int] = {}
     for n, step in enumerate(sched.steps):
-        reads = kernel_params[n] if isinstance(step, KernelStep) else step.eqn.inputs
+        reads: list[Atom] = list(kernel_params[n]) if isinstance(step, KernelStep) \
+            else list(step.eqn.inputs)
+        if n in fused:
+            reads += cast(GemmStep, sched.steps[n - 1]).eqn.inputs
         for v in reads:
             if isinstance(v, Var):
                 last[id(v)] = n
     return last
 
 
-def _assign_buffers(sched: Schedule, kernel_params: dict[int, list[Var]]
-                    ) -> tuple[dict[int, int], list[int]]:
+def _assign_buffers(sched: Schedule, kernel_params: dict[int, list[Var]],
+                    fused: frozenset[int] = frozenset()) -> tuple[dict[int, int], list[int]]:
     """Give each intermediate kernel output a buffer; reuse dead buffers of equal size."""
-    last = _last_uses(sched, kernel_params)
+    last = _last_uses(sched, kernel_params, fused)
     keep = {id(v) for v in sched.jaxpr.outvars if isinstance(v, Var)}
     buffer_of: dict[int, int] = {}
     sizes: list[int] = []
@@ -92,13 +104,46 @@ def _assign_buffers(sched: Schedule, kernel_params: dict[int, list[Var]]
     return buffer_of, sizes
 
 
+def _readers(sched: Schedule, kernel_params: dict[int, list[Var]],
+             kernels: dict[int, Kernel]) -> dict[int, int]:
+    """How many steps read each value (by var id); program outputs count as a reader."""
+    count: dict[int, int] = {}
+    for n, step in enumerate(sched.steps):
+        if isinstance(step, KernelStep):
+            reads = [v for v, p in zip(kernel_params[n], kernels[n].params) if not p.written]
+        else:
+            reads = [a for a in step.eqn.inputs if isinstance(a, Var)]
+        for key in {id(v) for v in reads}:
+            count[key] = count.get(key, 0) + 1
+    for out in sched.jaxpr.outvars:
+        count[id(out)] = count.get(id(out), 0) + 1
+    return count
+
+
+def _epilogue_of(sched: Schedule, n: int, segment: "Segment | None", kernel: Kernel,
+                 params: list[Var], readers: dict[int, int],
+                 epilogue_ok: EpilogueTest | None) -> GemmStep | None:
+    """The gemm step that kernel step `n` can run inside as its epilogue: the segment's last
+    call, whose output only this kernel reads, and which the backend accepts."""
+    previous = sched.steps[n - 1] if n else None
+    if epilogue_ok is None or segment is None or not isinstance(previous, GemmStep) \
+            or segment.calls[-1][0] != previous.name:
+        return None
+    out = previous.outputs[0]
+    where = [i for i, v in enumerate(params) if v is out and not kernel.params[i].written]
+    if len(where) != 1 or readers.get(id(out)) != 1:
+        return None
+    return previous if epilogue_ok(previous.eqn, kernel, where[0]) else None
+
+
 def plan(jaxpr: Jaxpr, half_native: bool = True, native_linalg: bool = True,
-         call_per_segment: bool = False) -> Program:
+         call_per_segment: bool = False, epilogue_ok: EpilogueTest | None = None) -> Program:
     """Schedule `jaxpr`, build every kernel, group consecutive kernels into segments.
     `half_native`: whether float16 may be computed in kernels (else host steps);
     `native_linalg`: whether float32/64 linalg is a library call (else host steps);
     `call_per_segment`: one kernel or library call per segment (the profiling build, which
-    times each segment)."""
+    times each segment); `epilogue_ok`: which elementwise kernels right after a gemm run
+    inside the gemm's call (the gemm call's slots are then its own, then the kernel's)."""
     jaxpr = expand(jaxpr)
     sched = schedule(jaxpr, half_native, native_linalg)
     names = sched.names
@@ -106,6 +151,12 @@ def plan(jaxpr: Jaxpr, half_native: bool = True, native_linalg: bool = True,
     kernel_params: dict[int, list[Var]] = {}
     actions: list[Segment | HostStep] = []
     library_calls: dict[str, Eqn] = {}
+    epilogues: dict[str, str] = {}
+    fused: set[int] = set()
+    built = {n: build_kernel(sched, step, names) for n, step in enumerate(sched.steps)
+             if isinstance(step, KernelStep)}
+    readers = _readers(sched, {n: p for n, (_, p) in built.items()},
+                       {n: k for n, (k, _) in built.items()})
     segment: Segment | None = None
     for n, step in enumerate(sched.steps):
         if isinstance(step, HostStep):
@@ -117,14 +168,23 @@ def plan(jaxpr: Jaxpr, half_native: bool = True, native_linalg: bool = True,
             name, params = step.name, [*step.outputs, *(cast(Var, a) for a in step.eqn.inputs)]
             library_calls[name] = step.eqn
         else:
-            kernel, params = build_kernel(sched, step, names)
+            kernel, params = built[n]
             kernels.append(kernel)
             kernel_params[n] = params
             name = kernel.name
+            gemm = _epilogue_of(sched, n, segment, kernel, params, readers, epilogue_ok)
+            if gemm is not None and segment is not None and not call_per_segment:
+                kernels[-1] = replace(kernel, row_range=True)
+                own, slots = segment.calls[-1]
+                segment.calls[-1] = (own, slots + [segment.slot(v) for v in params])
+                segment.allocs.extend(step.outputs)
+                epilogues[own] = name
+                fused.add(n)
+                continue
         if segment is None or call_per_segment:
             segment = Segment()
             actions.append(segment)
         segment.calls.append((name, [segment.slot(v) for v in params]))
         segment.allocs.extend(step.outputs)
-    buffer_of, sizes = _assign_buffers(sched, kernel_params)
-    return Program(jaxpr, sched, kernels, actions, buffer_of, sizes, library_calls)
+    buffer_of, sizes = _assign_buffers(sched, kernel_params, frozenset(fused))
+    return Program(jaxpr, sched, kernels, actions, buffer_of, sizes, library_calls, epilogues)

@@ -28,6 +28,7 @@ from llvmlite import ir
 
 from fgrad.core.dtypes import dtypes
 from fgrad.core.ir import Eqn
+from fgrad.lower.kernel.ir import Expr, Kernel, Load, Loop, Op, Store
 from fgrad.lower.llvm import target
 from fgrad.lower.schedule.gemm_layout import GemmDims, MatrixView, gemm_dims
 
@@ -85,8 +86,12 @@ class _Gemm:
     """Emits one GEMM (its micro-kernel, packing loops and block loops) into a module."""
 
     def __init__(self, module: ir.Module, name: str, dims: GemmDims, ft: ir.Type,
-                 size: int):
+                 size: int, epilogue: ir.Function | None = None, row_scale: int = 1):
         self.module, self.d, self.ft, self.size = module, dims, ft, size
+        self.epilogue, self.row_scale = epilogue, row_scale
+        args = epilogue.function_type.args if epilogue is not None else ()
+        self.row_ranged = len(args) >= 2 and all(a == I64 for a in args[-2:])
+        self.epilogue_types = list(args[:-2] if self.row_ranged else args)
         self.fp = ft.as_pointer()
         self.mr, self.nr, self.lanes = tile_shape(size)
         self.vt = ir.VectorType(ft, self.lanes)
@@ -225,13 +230,16 @@ class _Gemm:
     def rows_function(self) -> ir.Function:
         """`void name(T* out, T* lhs, T* rhs, i64 start, i64 stop)` (module docstring)."""
         fp = self.fp
-        fn = ir.Function(self.module, ir.FunctionType(ir.VoidType(), [fp, fp, fp, I64, I64]),
-                         name=self.name)
+        fty = ir.FunctionType(ir.VoidType(), [fp, fp, fp, *self.epilogue_types, I64, I64])
+        fn = ir.Function(self.module, fty, name=self.name)
         fn.linkage = "internal"
-        for arg, label in zip(fn.args, ("out", "lhs", "rhs", "start", "stop")):
+        out, lhs, rhs = fn.args[:3]
+        start, stop = fn.args[-2:]
+        self.epilogue_args = list(fn.args[3:-2])
+        for arg, label in zip((out, lhs, rhs, start, stop), ("out", "lhs", "rhs", "start",
+                                                              "stop")):
             arg.name = label
         b = ir.IRBuilder(fn.append_basic_block("entry"))
-        out, lhs, rhs, start, stop = fn.args
         d = self.d
         malloc = _libc(self.module, "malloc", I8P, [I64])
         free = _libc(self.module, "free", ir.VoidType(), [I8P])
@@ -252,6 +260,8 @@ class _Gemm:
             c = b.gep(out, [b.mul(e, _c(d.m * d.n))], inbounds=True)
             self._blocks(b, x, y, c, lo, hi, apack, bpack)
         _loop(b, first_entry, last_entry, 1, entry, "e")
+        if self.epilogue is not None and not self.row_ranged:
+            b.call(self.epilogue, self.epilogue_args)     # a small gemm: once, at the end
         b.call(free, [a_raw])
         b.call(free, [b_raw])
         b.ret_void()
@@ -289,6 +299,13 @@ class _Gemm:
                                                 rows, cols, first])
                         _loop(b, _c(0), mc, self.mr, row_tile, "ir")
                     _loop(b, _c(0), nc, self.nr, col_tile, "jr")
+                    if self.epilogue is not None and self.row_ranged:
+                        final = b.and_(b.icmp_signed(">=", b.add(pc, kc), k),
+                                       b.icmp_signed(">=", b.add(jc, nc), n))
+                        with b.if_then(final):   # these rows are final: run the epilogue
+                            scale = _c(self.row_scale)
+                            b.call(self.epilogue, [*self.epilogue_args, b.mul(ic, scale),
+                                                   b.mul(b.add(ic, mc), scale)])
                 _loop(b, lo, hi, self.mc, row_block, "ic")
             _loop(b, _c(0), k, self.kc, k_slice, "pc")
         _loop(b, _c(0), n, self.nc, col_block, "jc")
@@ -314,8 +331,65 @@ def native_gemm_applies(eqn: Eqn) -> bool:
         and eqn.outvars[0].aval.dtype in FLOAT_TYPES
 
 
-def render_native_gemm_rows(module: ir.Module, name: str, eqn: Eqn) -> ir.Function:
-    """Add `void name(T* out, T* lhs, T* rhs, i64 start, i64 stop)` (module docstring)."""
+def _loads_of(e: Expr, buf: int, found: list[Load]) -> None:
+    if isinstance(e, Load):
+        if e.buf == buf:
+            found.append(e)
+    elif isinstance(e, Op):
+        for a in e.args:
+            _loads_of(a, buf, found)
+
+
+def epilogue_fits(eqn: Eqn, kernel: Kernel, buf: int) -> bool:
+    """Whether `kernel` (reading the gemm's output as its buffer `buf`) can run inside this
+    gemm as its epilogue: an unbatched native gemm, and a kernel that is a plain (m, n)
+    loop nest of stores reading the gemm's output only at the element it stores, whose rows
+    are disjoint (so a block of rows needs only those rows; it then runs on row ranges)."""
+    from fgrad.lower.llvm.gemm_split import gemm_chunking
+    from fgrad.lower.llvm.threads import _disjoint_iterations, split_extent
+    dims = gemm_dims(eqn)
+    if dims is None or dims.batch or not native_gemm_applies(eqn) or len(kernel.body) != 1:
+        return False
+    outer = kernel.body[0]
+    if not isinstance(outer, Loop):
+        return False
+    inner = outer.body[0] if len(outer.body) == 1 and isinstance(outer.body[0], Loop) \
+        else None
+    if inner is not None:  # a (m, n) nest
+        body = inner.body
+        if outer.sym.extent != dims.m or inner.sym.extent != dims.n:
+            return False
+    else:                  # one flat loop over m * n elements
+        body = outer.body
+        if outer.sym.extent != dims.m * dims.n:
+            return False
+    if not all(isinstance(st, Store) for st in body):
+        return False
+    stores = [st for st in body if isinstance(st, Store)]
+    where = {str(st.index) for st in stores}
+    found: list[Load] = []
+    for st in stores:
+        _loads_of(st.value, buf, found)
+    if len(where) != 1 or any(str(ld.index) not in where for ld in found):
+        return False
+    if gemm_chunking(eqn)[0] == 1 and split_extent(kernel) > 0:
+        return False  # a small gemm before a kernel that splits: keep the kernel parallel
+    return _disjoint_iterations(kernel, outer)
+
+
+def epilogue_row_scale(eqn: Eqn, kernel: Kernel) -> int:
+    """Iterations of the epilogue kernel's outer loop per output row (1 or n)."""
+    dims = gemm_dims(eqn)
+    assert dims is not None and isinstance(kernel.body[0], Loop)
+    return kernel.body[0].sym.extent // dims.m
+
+
+def render_native_gemm_rows(module: ir.Module, name: str, eqn: Eqn,
+                            epilogue: ir.Function | None = None,
+                            row_scale: int = 1) -> ir.Function:
+    """Add `void name(T* out, T* lhs, T* rhs, [epilogue's buffers...], i64 start, i64 stop)`
+    (module docstring); with an `epilogue` kernel function, it runs on each block of rows
+    once they are final (or, when it takes no row range, once at the end)."""
     dims = gemm_dims(eqn)
     dtype = eqn.outvars[0].aval.dtype
     if dims is None or dtype not in FLOAT_TYPES or dims.k == 0:
@@ -323,16 +397,17 @@ def render_native_gemm_rows(module: ir.Module, name: str, eqn: Eqn) -> ir.Functi
                          f"BLAS view ({eqn.inputs[0].aval} x {eqn.inputs[1].aval}); a bug in "
                          f"the schedule")
     ft, size = FLOAT_TYPES[dtype]
-    return _Gemm(module, name, dims, ft, size).rows_function()
+    return _Gemm(module, name, dims, ft, size, epilogue, row_scale).rows_function()
 
 
-def render_native_gemm(module: ir.Module, name: str, eqn: Eqn) -> ir.Function:
-    """Add `void name(T* out, T* lhs, T* rhs)`: every row of the product."""
-    rows = render_native_gemm_rows(module, f"{name}.rows", eqn)
+def render_native_gemm(module: ir.Module, name: str, eqn: Eqn,
+                       epilogue: ir.Function | None = None, row_scale: int = 1) -> ir.Function:
+    """Add `void name(T* out, T* lhs, T* rhs, [epilogue's buffers...])`: every row."""
+    rows = render_native_gemm_rows(module, f"{name}.rows", eqn, epilogue, row_scale)
     dims = gemm_dims(eqn)
     assert dims is not None
-    fp = rows.args[0].type
-    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [fp, fp, fp]), name=name)
+    pointers = rows.function_type.args[:-2]
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), pointers), name=name)
     fn.linkage = "internal"
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     total = dims.m

@@ -26,8 +26,8 @@ from fgrad.lower.kernel.ir import (AccInit, AccRead, AccUpdate, Const, Expr, Ind
                                    IndexValue, Kernel, Load, Loop, Op, Stmt, Store)
 from fgrad import flags
 from fgrad.lower.llvm.blas import render_gemm
-from fgrad.lower.llvm.gemm_native import (native_gemm_applies, render_native_gemm,
-                                          render_native_gemm_rows)
+from fgrad.lower.llvm.gemm_native import (epilogue_row_scale, native_gemm_applies,
+                                          render_native_gemm, render_native_gemm_rows)
 from fgrad.lower.llvm.gemm_split import library_chunking, render_gemm_rows
 from fgrad.lower.llvm.lapack import render_lapack
 from fgrad.lower.llvm.ops import I1, I64, OPS, Emitter, const, mem_type, reg_type
@@ -253,7 +253,7 @@ class _KernelRenderer:
 def render_kernel(module: ir.Module, kernel: Kernel) -> ir.Function:
     """Add `kernel` to `module` as an internal function; a kernel that threads split
     (`llvm_threads.split_extent`) takes two more i64 arguments: its loop's [start, stop)."""
-    return _KernelRenderer(module, kernel, split_extent(kernel) > 0).render()
+    return _KernelRenderer(module, kernel, split_extent(kernel) > 0 or kernel.row_range).render()
 
 
 def _call(b: ir.IRBuilder, buffers: ir.Value, target: ir.Function, slots: Sequence[int],
@@ -323,18 +323,25 @@ def _library_renderer(eqn: Eqn, split: bool) -> Callable[[ir.Module, str, Eqn], 
 
 def render_module(kernels: Sequence[Kernel], segments: Sequence[Sequence[Call]],
                   library_calls: dict[str, Eqn] | None = None,
-                  external: dict[str, tuple[str, ir.FunctionType]] | None = None
-                  ) -> ir.Module:
+                  external: dict[str, tuple[str, ir.FunctionType]] | None = None,
+                  epilogues: dict[str, str] | None = None) -> ir.Module:
     """One module: every kernel and library call, plus the entries of each segment (see
     `entry_names`). A kernel named in `external` (name -> (symbol, function type)) is only
-    declared: its code comes compiled on its own (kernel_cache.py)."""
+    declared: its code comes compiled on its own (kernel_cache.py). `epilogues`: gemm
+    calls (by name) that run a kernel inside (the program's `epilogues`)."""
     module = ir.Module(name="fgrad")
     external = external or {}
     functions = {k.name: ir.Function(module, external[k.name][1], name=external[k.name][0])
                  if k.name in external else render_kernel(module, k) for k in kernels}
     by_name = {k.name: k for k in kernels}
     library = library_chunking(library_calls or {})
+    epilogues = epilogues or {}
     for name, eqn in (library_calls or {}).items():
+        if name in epilogues:
+            render_fused = render_native_gemm_rows if name in library else render_native_gemm
+            scale = epilogue_row_scale(eqn, by_name[epilogues[name]])
+            functions[name] = render_fused(module, name, eqn, functions[epilogues[name]], scale)
+            continue
         functions[name] = _library_renderer(eqn, name in library)(module, name, eqn)
     for i, calls in enumerate(segments):
         parts = plan_parts(calls, by_name, library)

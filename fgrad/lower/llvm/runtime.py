@@ -31,14 +31,14 @@ import llvmlite
 import llvmlite.binding as llvm
 import numpy as np
 
-from fgrad import profiler
-from fgrad import flags
+from fgrad import flags, profiler
 from fgrad.core.ir import Eqn, Jaxpr, Literal, Var
 from fgrad.transforms import caches
 from fgrad.lower.llvm import disk_cache, kernel_cache
 from fgrad.lower.llvm import target as llvm_target
 from fgrad.lower.kernel import program as program_lib
 from fgrad.lower.llvm.dispatch import LeanCall
+from fgrad.lower.llvm.gemm_native import epilogue_fits
 from fgrad.lower.llvm.buffer_pool import MIN_POOLED_BYTES, POOL, exclusively_owned
 from fgrad.lower.schedule.control_flow import CONTROL_FLOW, HostRows, run_control
 from fgrad.lower.llvm.render import entry_names, render_module
@@ -74,7 +74,8 @@ def module_ir(program: Program, external: dict[str, Any] | None = None) -> Any:
     """The llvmlite `ir.Module` of a program (unoptimized); kernels named in `external`
     (name -> (symbol, function type)) are declared only (compiled by kernel_cache)."""
     segments = [a.calls for a in program.actions if isinstance(a, Segment)]
-    module = render_module(program.kernels, segments, program.library_calls, external)
+    module = render_module(program.kernels, segments, program.library_calls, external,
+                           program.epilogues)
     tm = target_machine()
     module.triple = tm.triple
     module.data_layout = str(tm.target_data)
@@ -490,8 +491,9 @@ def plan(jaxpr: Jaxpr, call_per_segment: bool = False) -> Program:
     """The program of `jaxpr` for this CPU (float16 kernels only with F16C; large
     leading-axes reductions split so that threads share them); `call_per_segment`: the
     profiling build (one native call per kernel)."""
+    fuse = epilogue_fits if flags.gemm_library() == "native" else None
     return program_lib.plan(split_reductions(jaxpr), half_native(),
-                            call_per_segment=call_per_segment)
+                            call_per_segment=call_per_segment, epilogue_ok=fuse)
 
 
 def compile_llvm(jaxpr: Jaxpr) -> LLVMExecutable:
@@ -506,6 +508,10 @@ def describe(jaxpr: Jaxpr) -> str:
              "fallback until those primitives get native kernels)", str(program.schedule),
              "# kernel IR"]
     parts += [str(k) for k in program.kernels] or ["(no kernels)"]
+    parts += ["# gemm epilogues (the kernel runs inside the gemm's call, on each block of "
+              "rows once it is final)"]
+    parts += [f"{g} + {k}: one native call" for g, k in program.epilogues.items()] or [
+        "(none)"]
     parts += ["# threads", describe_threads(program)]
     parts += ["# " + str(memory_report(program))]
     parts += ["# LLVM IR (before optimization)", str(module_ir(program))]
