@@ -275,7 +275,9 @@ def _conv_numpy(x: np.ndarray, w: np.ndarray) -> np.ndarray:
     return np.einsum("nchwij,ocij->nohw", win, w)
 
 
-def test_conv2d_packs_patches_with_the_image_row_innermost() -> None:
+def test_conv2d_is_one_weight_by_patches_gemm_per_image_writing_nchw() -> None:
+    """conv2d: per image, weight (C_out x C_in*K) @ patches (C_in*K x pixels, pixels
+    innermost): the gemm writes the (N, C_out, H, W) output itself, no transpose after."""
     x, w = rand((2, 3, 8, 8), np.float32), rand((4, 3, 3, 3), np.float32)
 
     def conv(w: Tensor, x: Tensor) -> Tensor:
@@ -283,7 +285,10 @@ def test_conv2d_packs_patches_with_the_image_row_innermost() -> None:
 
     s = assert_native(conv, Tensor(w), Tensor(x))
     (g,) = s.gemms()
-    assert g.dims.lhs.trans and "kernel elementwise f32[1,3,9,2,8,8]" in str(s), str(s)
+    assert (g.dims.batch, g.dims.m, g.dims.n, g.dims.k) == ((2,), 4, 64, 27), str(s)
+    assert not g.dims.lhs.trans and not g.dims.rhs.trans
+    assert "kernel elementwise f32[2,3,9,8,8]" in str(s), str(s)
+    assert s.steps[-1] is g                      # the gemm's result is the output
     close(llvm(conv, Tensor(w), Tensor(x)), _conv_numpy(x, w), rtol=1e-4, atol=1e-5)
 
     def loss(w: Tensor, x: Tensor) -> Tensor:

@@ -144,15 +144,21 @@ def _add_bias(out: "Tensor", bias: "Tensor | None") -> "Tensor":
 def conv_nd(x: "Tensor", weight: "Tensor", groups: int, stride: tuple[int, ...],
             dilation: tuple[int, ...], pads: Pads) -> "Tensor":
     """Batched grouped convolution (no bias) of padded patches with one dot_general."""
-    n = weight.ndim - 2
     batch, c_out, c_in_g, kernel = x.shape[0], weight.shape[0], weight.shape[1], weight.shape[2:]
     patches = windows(pad_spatial(x, pads), kernel, stride, dilation, "conv2d")
     out_sp = patches.shape[3:]
     taps = math.prod(kernel)
+    # weight first, batched over (batch[, groups]): each product is (c_out/groups) x pixels,
+    # already in the output's (N, C, *S) layout, so no transpose follows the gemm
+    if groups == 1:
+        patches = P.reshape(patches, (batch, c_in_g, taps) + out_sp)
+        w = P.broadcast_in_dim(P.reshape(weight, (1, c_out, c_in_g, taps)),
+                               (batch, c_out, c_in_g, taps), (0, 1, 2, 3))
+        return P.dot_general(w, patches, (((2, 3), (1, 2)), ((0,), (0,))))
     patches = P.reshape(patches, (batch, groups, c_in_g, taps) + out_sp)
-    w = P.reshape(weight, (groups, c_out // groups, c_in_g, taps))
-    out = P.dot_general(patches, w, (((2, 3), (2, 3)), ((1,), (0,))))
-    out = P.transpose(out, (1, 0, n + 2) + tuple(range(2, n + 2)))
+    w = P.reshape(weight, (1, groups, c_out // groups, c_in_g, taps))
+    w = P.broadcast_in_dim(w, (batch, groups, c_out // groups, c_in_g, taps), (0, 1, 2, 3, 4))
+    out = P.dot_general(w, patches, (((3, 4), (2, 3)), ((0, 1), (0, 1))))
     return P.reshape(out, (batch, c_out) + out_sp)
 
 
