@@ -22,6 +22,7 @@ small), one pair per call.
 """
 from __future__ import annotations
 
+import functools
 from typing import Callable
 
 from llvmlite import ir
@@ -82,35 +83,34 @@ def _libc(module: ir.Module, name: str, ret: ir.Type, args: list[ir.Type]) -> ir
         module, ir.FunctionType(ret, args), name=name)
 
 
-class _Gemm:
-    """Emits one GEMM (its micro-kernel, packing loops and block loops) into a module."""
+ROUTINES_VERSION = 1   # bump when the shared routines' code changes (their symbols)
+# The routines are straight-line code already (the micro-kernel's step is unrolled by hand):
+# O1 compiles them in ~180 ms instead of ~350 ms at O3 and measured as fast (docs/design.md)
+ROUTINES_SPEED_LEVEL = 1
 
-    def __init__(self, module: ir.Module, name: str, dims: GemmDims, ft: ir.Type,
-                 size: int, epilogue: ir.Function | None = None, row_scale: int = 1):
-        self.module, self.d, self.ft, self.size = module, dims, ft, size
-        self.epilogue, self.row_scale = epilogue, row_scale
-        args = epilogue.function_type.args if epilogue is not None else ()
-        self.row_ranged = len(args) >= 2 and all(a == I64 for a in args[-2:])
-        self.epilogue_types = list(args[:-2] if self.row_ranged else args)
+
+class _Routines:
+    """The shared GEMM routines of one dtype at the host's width, emitted into their own
+    modules, compiled once and cached like kernels; each program's gemm
+    drivers only declare them (`routine_texts`). `micro(kc, a, b, c, ldc, rows, cols, first)` and
+    `pack_{a,b}_{n,t}(dest, base, ld, first, limit, k0, kc)` (module docstring)."""
+
+    def __init__(self, module: ir.Module, ft: ir.Type, size: int):
+        self.module, self.ft, self.size = module, ft, size
         self.fp = ft.as_pointer()
         self.mr, self.nr, self.lanes = tile_shape(size)
         self.vt = ir.VectorType(ft, self.lanes)
-        self.mc = max(self.mr, MC_TARGET // self.mr * self.mr)
-        self.kc = min(KC, max(dims.k, 1))
-        self.nc = min(NC, -(-dims.n // self.nr) * self.nr)
-        self.name = name
-        self.micro = self._micro_kernel()
+        self.prefix = routine_prefix(ft, size)
 
     # ------------------------------------------------------------------ micro-kernel
 
     def _micro_kernel(self) -> ir.Function:
-        """`void micro(i64 kc, T* a, T* b, T* c, i64 rows, i64 cols, i1 first)`: the MR x NR
-        tile C[0:rows, 0:cols] (row stride n) = (first ? 0 : C) + a-sliver @ b-sliver."""
+        """`void micro(i64 kc, T* a, T* b, T* c, i64 ldc, i64 rows, i64 cols, i1 first)`: the
+        MR x NR tile C[0:rows, 0:cols] (row stride ldc) = (first ? 0 : C) + a @ b slivers."""
         fp, mr, nr, lanes = self.fp, self.mr, self.nr, self.lanes
-        fty = ir.FunctionType(ir.VoidType(), [I64, fp, fp, fp, I64, I64, I1])
-        fn = ir.Function(self.module, fty, name=f"{self.name}.micro")
-        fn.linkage = "internal"
-        kc, a, bp, c, rows, cols, first = fn.args
+        fty = ir.FunctionType(ir.VoidType(), [I64, fp, fp, fp, I64, I64, I64, I1])
+        fn = ir.Function(self.module, fty, name=f"{self.prefix}_micro")
+        kc, a, bp, c, ldc, rows, cols, first = fn.args
         for arg in (a, bp, c):
             arg.add_attribute("noalias")
         b = ir.IRBuilder(fn.append_basic_block("entry"))
@@ -150,24 +150,26 @@ class _Gemm:
                 acc.add_incoming(new[i][v], latch)
         b.branch(head)
         b.position_at_end(done)
-        self._write_tile(b, fn, accs, c, rows, cols, first)
+        self._write_tile(b, accs, c, ldc, rows, cols, first)
         b.ret_void()
         return fn
 
     def _suffix(self) -> str:
         return "f64" if isinstance(self.ft, ir.DoubleType) else "f32"
 
-    def _write_tile(self, b: ir.IRBuilder, fn: ir.Function, accs: list[list[ir.Value]],
-                    c: ir.Value, rows: ir.Value, cols: ir.Value, first: ir.Value) -> None:
+    def _write_tile(self, b: ir.IRBuilder, accs: list[list[ir.Value]], c: ir.Value,
+                    ldc: ir.Value, rows: ir.Value, cols: ir.Value, first: ir.Value) -> None:
         """Full tiles: vector load-add-store into C; edge tiles: through a stack tile."""
-        mr, nr, lanes, n = self.mr, self.nr, self.lanes, self.d.n
+        mr, nr, lanes = self.mr, self.nr, self.lanes
         vp = self.vt.as_pointer()
         full = b.and_(b.icmp_signed("==", rows, _c(mr)), b.icmp_signed("==", cols, _c(nr)))
         with b.if_else(full) as (then, otherwise):
             with then:
                 for i in range(mr):
+                    row = b.mul(_c(i), ldc)
                     for v in range(nr // lanes):
-                        ptr = b.bitcast(b.gep(c, [_c(i * n + v * lanes)], inbounds=True), vp)
+                        at = b.add(row, _c(v * lanes))
+                        ptr = b.bitcast(b.gep(c, [at], inbounds=True), vp)
                         old = b.load(ptr, align=self.size)
                         total = b.select(first, accs[i][v], b.fadd(old, accs[i][v]))
                         b.store(total, ptr, align=self.size)
@@ -178,22 +180,66 @@ class _Gemm:
                         ptr = b.bitcast(b.gep(tile, [_c(i * nr + v * lanes)]), vp)
                         b.store(accs[i][v], ptr, align=self.size)
 
-                def row(i: ir.Value) -> None:
+                def row_of(i: ir.Value) -> None:
                     def col(j: ir.Value) -> None:
                         src = b.gep(tile, [b.add(b.mul(i, _c(nr)), j)])
-                        dst = b.gep(c, [b.add(b.mul(i, _c(n)), j)], inbounds=True)
+                        dst = b.gep(c, [b.add(b.mul(i, ldc), j)], inbounds=True)
                         val = b.load(src)
                         b.store(b.select(first, val, b.fadd(b.load(dst), val)), dst)
                     _loop(b, _c(0), cols, 1, col, "ej")
-                _loop(b, _c(0), rows, 1, row, "ei")
+                _loop(b, _c(0), rows, 1, row_of, "ei")
 
     # ------------------------------------------------------------------ packing
 
-    def _element(self, b: ir.IRBuilder, base: ir.Value, view: MatrixView, r: ir.Value,
-                 col: ir.Value) -> ir.Value:
-        """Address of element (r, col) of an operand read through its BLAS view."""
-        major, minor = (col, r) if view.trans else (r, col)
-        return b.gep(base, [b.add(b.mul(major, _c(view.ld)), minor)], inbounds=True)
+    def _pack_function(self, side: str, width: int, trans: bool) -> ir.Function:
+        """`pack_<side>_<n|t>(T* dest, T* base, i64 ld, i64 first, i64 limit, i64 k0,
+        i64 kc)`: A(row, k) slivers of MR rows (side "a") or B(k, col) slivers of NR
+        columns (side "b") of an operand stored plainly (n) or transposed (t) with
+        leading dimension ld."""
+        fp = self.fp
+        fty = ir.FunctionType(ir.VoidType(), [fp, fp, I64, I64, I64, I64, I64])
+        name = f"{self.prefix}_pack_{side}_{'t' if trans else 'n'}"
+        fn = ir.Function(self.module, fty, name=name)
+        dest, base, ld, first, limit, k0, kc = fn.args
+        dest.add_attribute("noalias")
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+
+        def read(outer: ir.Value, p: ir.Value) -> ir.Value:
+            kk = b.add(k0, p)
+            r, col = (outer, kk) if side == "a" else (kk, outer)
+            major, minor = (col, r) if trans else (r, col)
+            return b.gep(base, [b.add(b.mul(major, ld), minor)], inbounds=True)
+        if (side == "a") != trans:  # k runs along memory: copy each row (column) whole
+            self._pack_k_inner(b, dest, read, first, limit, kc, width)
+        else:
+            self._pack(b, dest, read, first, limit, kc, width)
+        b.ret_void()
+        return fn
+
+    def _pack_k_inner(self, b: ir.IRBuilder, dest: ir.Value,
+                      read: Callable[[ir.Value, ir.Value], ir.Value], first: ir.Value,
+                      limit: ir.Value, kc: ir.Value, width: int) -> None:
+        """The layout of `_pack`, filled one outer index at a time (contiguous reads along
+        k, stores `width` apart): the form for operands stored with k innermost."""
+        count = b.sdiv(b.add(b.sub(limit, first), _c(width - 1)), _c(width))
+        zero = ir.Constant(self.ft, 0.0)
+
+        def sliver(t: ir.Value) -> None:
+            start = b.add(first, b.mul(t, _c(width)))
+            base = b.mul(t, b.mul(kc, _c(width)))
+
+            def lane(w: ir.Value) -> None:
+                o = b.add(start, w)
+                inside = b.icmp_signed("<", o, limit)
+                safe = b.select(inside, o, first)
+
+                def step(p: ir.Value) -> None:
+                    val = b.select(inside, b.load(read(safe, p)), zero)
+                    at = b.add(b.add(base, b.mul(p, _c(width))), w)
+                    b.store(val, b.gep(dest, [at], inbounds=True))
+                _loop(b, _c(0), kc, 1, step, "pk")
+            _loop(b, _c(0), _c(width), 1, lane, "pw")
+        _loop(b, _c(0), count, 1, sliver, "ps")
 
     def _pack(self, b: ir.IRBuilder, dest: ir.Value, read: Callable[[ir.Value, ir.Value],
               ir.Value], first: ir.Value, limit: ir.Value, kc: ir.Value, width: int) -> None:
@@ -207,25 +253,54 @@ class _Gemm:
             base = b.mul(t, b.mul(kc, _c(width)))
             whole = b.icmp_signed("<=", b.add(start, _c(width)), limit)
 
-            def step(p: ir.Value, edge: bool) -> None:
+            def whole_step(p: ir.Value) -> None:
                 at = b.add(base, b.mul(p, _c(width)))
                 for w in range(width):
-                    o = b.add(start, _c(w))
-                    if edge:
-                        inside = b.icmp_signed("<", o, limit)
-                        val = b.select(inside, b.load(read(b.select(inside, o, first), p)),
-                                       zero)
-                    else:
-                        val = b.load(read(o, p))
+                    val = b.load(read(b.add(start, _c(w)), p))
                     b.store(val, b.gep(dest, [b.add(at, _c(w))], inbounds=True))
+
+            def edge_step(p: ir.Value) -> None:   # the last sliver: a loop, zero-padded
+                at = b.add(base, b.mul(p, _c(width)))
+
+                def lane(w: ir.Value) -> None:
+                    o = b.add(start, w)
+                    inside = b.icmp_signed("<", o, limit)
+                    val = b.select(inside, b.load(read(b.select(inside, o, first), p)), zero)
+                    b.store(val, b.gep(dest, [b.add(at, w)], inbounds=True))
+                _loop(b, _c(0), _c(width), 1, lane, "pw")
             with b.if_else(whole) as (then, otherwise):
                 with then:
-                    _loop(b, _c(0), kc, 1, lambda p: step(p, False), "pk")
+                    _loop(b, _c(0), kc, 1, whole_step, "pk")
                 with otherwise:
-                    _loop(b, _c(0), kc, 1, lambda p: step(p, True), "pe")
+                    _loop(b, _c(0), kc, 1, edge_step, "pe")
         _loop(b, _c(0), count, 1, sliver, "ps")
 
-    # ------------------------------------------------------------------ driver
+
+
+class _Gemm:
+    """Emits one dot_general's driver (the block loops and packing/micro-kernel calls)."""
+
+    def __init__(self, module: ir.Module, name: str, dims: GemmDims, ft: ir.Type,
+                 size: int, epilogue: ir.Function | None = None, row_scale: int = 1):
+        self.module, self.d, self.ft, self.size = module, dims, ft, size
+        self.epilogue, self.row_scale = epilogue, row_scale
+        args = epilogue.function_type.args if epilogue is not None else ()
+        self.row_ranged = len(args) >= 2 and all(a == I64 for a in args[-2:])
+        self.epilogue_types = list(args[:-2] if self.row_ranged else args)
+        self.fp = ft.as_pointer()
+        self.mr, self.nr, _ = tile_shape(size)
+        self.mc = max(self.mr, MC_TARGET // self.mr * self.mr)
+        self.kc = min(KC, max(dims.k, 1))
+        self.nc = min(NC, -(-dims.n // self.nr) * self.nr)
+        self.name = name
+        prefix, fp = routine_prefix(ft, size), self.fp
+        self.micro = _libc(module, f"{prefix}_micro", ir.VoidType(),
+                           [I64, fp, fp, fp, I64, I64, I64, I1])
+        packs = {(side, t): _libc(module, f"{prefix}_pack_{side}_{t}", ir.VoidType(),
+                                  [fp, fp, I64, I64, I64, I64, I64])
+                 for side in "ab" for t in "nt"}
+        self.pack_a = packs[("a", "t" if dims.lhs.trans else "n")]
+        self.pack_b = packs[("b", "t" if dims.rhs.trans else "n")]
 
     def rows_function(self) -> ir.Function:
         """`void name(T* out, T* lhs, T* rhs, i64 start, i64 stop)` (module docstring)."""
@@ -233,6 +308,8 @@ class _Gemm:
         fty = ir.FunctionType(ir.VoidType(), [fp, fp, fp, *self.epilogue_types, I64, I64])
         fn = ir.Function(self.module, fty, name=self.name)
         fn.linkage = "internal"
+        fn.attributes.add("noinline")
+        fn.attributes.add("optnone")  # only loops around routine calls: compile it fast
         out, lhs, rhs = fn.args[:3]
         start, stop = fn.args[-2:]
         self.epilogue_args = list(fn.args[3:-2])
@@ -279,13 +356,11 @@ class _Gemm:
             def k_slice(pc: ir.Value) -> None:
                 kc = _smin(b, _c(self.kc), b.sub(k, pc))
                 first = b.icmp_signed("==", pc, _c(0))
-                self._pack(b, bpack, lambda col, p: self._element(
-                    b, y, d.rhs, b.add(pc, p), col), jc, b.add(jc, nc), kc, self.nr)
+                b.call(self.pack_b, [bpack, y, _c(d.rhs.ld), jc, b.add(jc, nc), pc, kc])
 
                 def row_block(ic: ir.Value) -> None:
                     mc = _smin(b, _c(self.mc), b.sub(hi, ic))
-                    self._pack(b, apack, lambda row, p: self._element(
-                        b, x, d.lhs, row, b.add(pc, p)), ic, b.add(ic, mc), kc, self.mr)
+                    b.call(self.pack_a, [apack, x, _c(d.lhs.ld), ic, b.add(ic, mc), pc, kc])
 
                     def col_tile(jr: ir.Value) -> None:
                         cols = _smin(b, _c(self.nr), b.sub(nc, jr))
@@ -296,7 +371,7 @@ class _Gemm:
                             asl = b.gep(apack, [b.mul(ir_, kc)], inbounds=True)
                             at = b.add(b.mul(b.add(ic, ir_), n), b.add(jc, jr))
                             b.call(self.micro, [kc, asl, bsl, b.gep(c, [at], inbounds=True),
-                                                rows, cols, first])
+                                                n, rows, cols, first])
                         _loop(b, _c(0), mc, self.mr, row_tile, "ir")
                     _loop(b, _c(0), nc, self.nr, col_tile, "jr")
                     if self.epilogue is not None and self.row_ranged:
@@ -321,6 +396,44 @@ def _batch_offset(b: ir.IRBuilder, i: ir.Value, sizes: tuple[int, ...],
         total = b.add(total, b.mul(j, _c(stride)))
         inner *= size
     return total
+
+
+def routine_prefix(ft: ir.Type, size: int) -> str:
+    """Symbol prefix of the shared routines for this dtype at the host's tile."""
+    mr, nr, _ = tile_shape(size)
+    kind = "f64" if isinstance(ft, ir.DoubleType) else "f32"
+    return f"fgrad_gemm{ROUTINES_VERSION}_{kind}_{mr}x{nr}"
+
+
+@functools.cache
+def routine_texts(dtype_name: str) -> tuple[str, ...]:
+    """The shared routines for "float32" or "float64", one LLVM IR module text each (so
+    they compile in parallel and are cached apart)."""
+    if dtype_name not in ("float32", "float64"):
+        raise ValueError(f"routine_texts: no shared GEMM routines for {dtype_name!r}")
+    ft, size = FLOAT_TYPES[dtypes.float32 if dtype_name == "float32" else dtypes.float64]
+    texts = []
+    for which in (None, ("a", False), ("a", True), ("b", False), ("b", True)):
+        module = ir.Module(name=f"fgrad_gemm_{dtype_name}")
+        module.triple, module.data_layout = target.triple_and_layout()
+        routines = _Routines(module, ft, size)
+        if which is None:
+            routines._micro_kernel()
+        else:
+            side, trans = which
+            routines._pack_function(side, routines.mr if side == "a" else routines.nr, trans)
+        texts.append(str(module))
+    return tuple(texts)
+
+
+def routine_dtypes(library_calls: dict[str, Eqn]) -> list[str]:
+    """The dtypes ("float32"/"float64") whose shared routines these calls need."""
+    from fgrad import flags
+    if flags.gemm_library() != "native":
+        return []
+    sizes = {e.outvars[0].aval.dtype.itemsize for e in library_calls.values()
+             if e.primitive.name == "dot_general" and native_gemm_applies(e)}
+    return sorted({4: "float32", 8: "float64"}[size] for size in sizes)
 
 
 def native_gemm_applies(eqn: Eqn) -> bool:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import collections
 import concurrent.futures
+import functools
 import hashlib
 import os
 import threading
@@ -59,16 +60,18 @@ def _kernel_text(kernel: Kernel) -> tuple[str, ir.FunctionType]:
     return text, fn.function_type
 
 
-def _object_code(text: str) -> bytes:
-    """Optimize and compile one kernel module to object code (safe on any thread)."""
+def _object_code(text: str, speed_level: int | None = None) -> bytes:
+    """Optimize and compile one kernel module to object code (safe on any thread); the
+    optimization level follows the text's size unless `speed_level` is given."""
     context = llvm.create_context()
     module = llvm.parse_assembly(text, context=context)
     module.verify()
     machine = getattr(_per_thread, "machine", None)
     if machine is None:
         machine = _per_thread.machine = llvm_target.new_machine()
-    tuning = llvm.create_pipeline_tuning_options(
-        speed_level=3 if len(text) <= O2_ABOVE_CHARS else 2)
+    if speed_level is None:
+        speed_level = 3 if len(text) <= O2_ABOVE_CHARS else 2
+    tuning = llvm.create_pipeline_tuning_options(speed_level=speed_level)
     tuning.loop_vectorization = True
     tuning.slp_vectorization = True
     builder = llvm.create_pass_builder(machine, tuning)
@@ -126,15 +129,28 @@ def compile_kernels(kernels: Sequence[Kernel], key_of: Callable[[str], str]
             for name, (key, _, ftype) in found.items()}
 
 
-def _build_all(missing: dict[str, str]) -> dict[str, bytes]:
+def compile_texts(texts: Sequence[str], key_of: Callable[[str], str],
+                  speed_level: int | None = None) -> list[bytes]:
+    """Object code of whole LLVM modules given as text (e.g. the shared GEMM routines),
+    from memory, disk, or compiled now (in parallel) at `speed_level` (default: by size);
+    `key_of` as for kernels."""
+    keys = [key_of(f"O{speed_level}\n{text}") for text in texts]
+    objects = {key: obj for key in keys if (obj := _cached(key)) is not None}
+    objects.update(_build_all({key: text for key, text in zip(keys, texts, strict=True)
+                               if key not in objects}, speed_level))
+    return [objects[key] for key in keys]
+
+
+def _build_all(missing: dict[str, str], speed_level: int | None = None) -> dict[str, bytes]:
     """Compile the missing kernels (key -> IR text), on threads when there are several."""
     built: dict[str, bytes] = {}
+    texts = {k: _named(k, t) for k, t in missing.items()}
+    compile_one = functools.partial(_object_code, speed_level=speed_level)
     if len(missing) > 1 and _workers(len(missing)) > 1:
         with concurrent.futures.ThreadPoolExecutor(_workers(len(missing))) as pool:
-            texts = {k: _named(k, t) for k, t in missing.items()}
-            built = dict(zip(texts, pool.map(_object_code, texts.values()), strict=True))
+            built = dict(zip(texts, pool.map(compile_one, texts.values()), strict=True))
     else:
-        built = {k: _object_code(_named(k, t)) for k, t in missing.items()}
+        built = {k: compile_one(t) for k, t in texts.items()}
     for key, obj in built.items():
         stats["builds"] += 1
         _remember(key, obj)

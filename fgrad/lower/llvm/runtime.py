@@ -38,7 +38,8 @@ from fgrad.lower.llvm import disk_cache, kernel_cache
 from fgrad.lower.llvm import target as llvm_target
 from fgrad.lower.kernel import program as program_lib
 from fgrad.lower.llvm.dispatch import LeanCall
-from fgrad.lower.llvm.gemm_native import epilogue_fits
+from fgrad.lower.llvm.gemm_native import (ROUTINES_SPEED_LEVEL, epilogue_fits, routine_dtypes,
+                                          routine_texts)
 from fgrad.lower.llvm.buffer_pool import MIN_POOLED_BYTES, POOL, exclusively_owned
 from fgrad.lower.schedule.control_flow import CONTROL_FLOW, HostRows, run_control
 from fgrad.lower.llvm.render import entry_names, render_module
@@ -210,8 +211,11 @@ class LLVMExecutable:
         kernels = kernel_cache.compile_kernels(program.kernels, cache_key)
         self.module = module_ir(program, {name: (k.symbol, k.function_type)
                                           for name, k in kernels.items()})
-        self.engine = compiled_engine(self.module, list({k.symbol: k.obj
-                                                         for k in kernels.values()}.values()))
+        linked = list({k.symbol: k.obj for k in kernels.values()}.values())
+        shared = [t for name in routine_dtypes(program.library_calls)
+                  for t in routine_texts(name)]
+        linked += kernel_cache.compile_texts(shared, cache_key, ROUTINES_SPEED_LEVEL)
+        self.engine = compiled_engine(self.module, linked)
         _log_compile(program, kernel_cache.stats - collections.Counter(before),
                      time.perf_counter() - start)
         segments = [a for a in program.actions if isinstance(a, Segment)]

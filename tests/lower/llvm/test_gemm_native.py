@@ -31,13 +31,16 @@ def test_tile_follows_the_vector_width():
 
 
 def test_micro_kernel_is_broadcast_fma_at_the_host_width():
+    from fgrad.lower.llvm.gemm_native import routine_texts
     mr, nr, lanes = tile_shape(4)
-    text = _module_text(64, 64, 64)
-    assert f'llvm.fma.v{lanes}f32"' in text and ".micro" in text
-    micro = text[re.search(r'define internal void @"g0[.a-z]*\.micro"', text).start():]
+    shared = routine_texts("float32")[0]
+    micro = shared[re.search(r'define void @"fgrad_gemm\d+_f32_\d+x\d+_micro"', shared).start():]
     micro = micro[:micro.index("\n}")]
-    assert micro.count("call <") == mr * nr // lanes          # FMAs per step of k
-    assert "fgrad_sgemm" not in text                          # no BLAS call
+    assert micro.count(f'call <{lanes} x float> @"llvm.fma.v{lanes}f32"') == mr * nr // lanes
+    assert f"_f32_{mr}x{nr}_" in micro
+    text = _module_text(64, 64, 64)          # a program only declares the shared routines
+    assert f'declare void @"fgrad_gemm1_f32_{mr}x{nr}_micro"' in text
+    assert "fgrad_sgemm" not in text and "llvm.fma" not in text      # no BLAS call
 
 
 @pytest.mark.parametrize("library", ["native", "openblas"])
@@ -54,7 +57,7 @@ def test_both_libraries_match_numpy(library, dtype):
     np.testing.assert_allclose(gram.numpy(), a.transpose(0, 2, 1).sum(0) @ a[0], rtol=tol,
                                atol=10 * tol)
     assert bool(re.search(r"fgrad_[sd]gemm", text)) == (library == "openblas")
-    assert bool(re.search(r"\.micro", text)) == (library == "native")
+    assert bool(re.search(r"_micro", text)) == (library == "native")
 
 
 def test_unknown_library_is_refused():
