@@ -309,7 +309,7 @@ class _Gemm:
         fn = ir.Function(self.module, fty, name=self.name)
         fn.linkage = "internal"
         fn.attributes.add("noinline")
-        fn.attributes.add("optnone")  # only loops around routine calls: compile it fast
+        fn.attributes.add("minsize")  # only loops around routine calls: compile it fast
         out, lhs, rhs = fn.args[:3]
         start, stop = fn.args[-2:]
         self.epilogue_args = list(fn.args[3:-2])
