@@ -22,7 +22,7 @@ from fgrad.core.dtypes import dtypes
 from fgrad.core.ir import Eqn
 from fgrad.lower.kernel.index import Clamp, Div, Dyn, Ix, Mod, Sym, ix_range
 from fgrad.lower.kernel.build import identity
-from fgrad.lower.kernel.ir import (AccInit, AccRead, AccUpdate, Const, Expr, IndexPred,
+from fgrad.lower.kernel.ir import (AccInit, AccRead, AccUpdate, Cond, Const, Expr, IndexPred,
                                    IndexValue, Kernel, Load, Loop, Op, Stmt, Store)
 from fgrad import flags
 from fgrad.lower.llvm.blas import render_gemm
@@ -60,6 +60,7 @@ class _KernelRenderer:
         if split:
             self.fn.args[-2].name, self.fn.args[-1].name = "start", "stop"
         self.b = ir.IRBuilder(self.fn.append_basic_block("entry"))
+        self.known: dict[Sym, tuple[int, int]] = {}  # loop variable -> its current piece
         self.em = Emitter(self.b)
         self.syms: dict[Sym, ir.Value] = {}
         self.values: dict[int, ir.Value] = {}
@@ -85,6 +86,17 @@ class _KernelRenderer:
             self.acc_update(s)
 
     def loop(self, s: Loop) -> None:
+        pieces = _piece_ranges(s) if s is not self.kernel.body[0] or not self.chunk else []
+        if len(pieces) < 2:
+            self.loop_range(s, None)
+            return
+        for piece in pieces:  # one loop per piece: its conditions on s are constants there
+            self.known[s.sym] = piece
+            self.loop_range(s, piece)
+        del self.known[s.sym]
+
+    def loop_range(self, s: Loop, piece: tuple[int, int] | None) -> None:
+        """`for s.sym in range` (the chunk, a piece (lo, hi), or the whole extent)."""
         b = self.b
         before = b.block
         head = self.fn.append_basic_block(f"{s.sym.name}.head")
@@ -92,8 +104,11 @@ class _KernelRenderer:
         done = self.fn.append_basic_block(f"{s.sym.name}.done")
         b.branch(head)
         b.position_at_end(head)
-        start, stop = self.chunk if s is self.kernel.body[0] and self.chunk else (
-            _i64(0), _i64(s.sym.extent))
+        if piece is not None:
+            start, stop = _i64(piece[0]), _i64(piece[1] + 1)
+        else:
+            start, stop = self.chunk if s is self.kernel.body[0] and self.chunk else (
+                _i64(0), _i64(s.sym.extent))
         i = b.phi(I64, name=s.sym.name)
         i.add_incoming(start, before)
         b.cbranch(b.icmp_signed("<", i, stop), body, done)
@@ -188,12 +203,28 @@ class _KernelRenderer:
         b = self.b
         out: ir.Value = ir.Constant(I1, 1)
         for c in e.conds:
+            known = self.known_cond(c)
+            if known is not None:   # decided by the piece of a split loop
+                if not known:
+                    return ir.Constant(I1, 0)
+                continue
             i = self.index(c.index)
             ok = b.and_(b.icmp_signed(">=", i, _i64(c.lo)), b.icmp_signed("<=", i, _i64(c.hi)))
             if c.step > 1:
                 ok = b.and_(ok, b.icmp_signed("==", b.srem(i, _i64(c.step)), _i64(0)))
             out = b.and_(out, ok)
         return out
+
+    def known_cond(self, c: Cond) -> bool | None:
+        """A condition on a plain loop variable whose current piece decides it."""
+        sym = _plain_sym(c.index)
+        piece = self.known.get(sym) if sym is not None else None
+        if piece is None or c.step > 1:
+            return None
+        lo, hi = piece
+        if c.lo <= lo and hi <= c.hi:
+            return True
+        return False if hi < c.lo or lo > c.hi else None
 
     # ------------------------------------------------------------------ indices
 
@@ -248,6 +279,51 @@ class _KernelRenderer:
             return b.select(b.icmp_unsigned(">", v, hi), hi, v)
         v = b.select(b.icmp_signed("<", v, _i64(0)), _i64(0), v)
         return b.select(b.icmp_signed(">", v, hi), hi, v)
+
+
+def _plain_sym(index: Ix) -> Sym | None:
+    """The loop variable when `index` is exactly one (coefficient 1, no constant)."""
+    if index.const or len(index.terms) != 1:
+        return None
+    atom, coeff = index.terms[0]
+    return atom if coeff == 1 and isinstance(atom, Sym) else None
+
+
+def _piece_ranges(loop: Loop) -> list[tuple[int, int]]:
+    """Where conditions on this (not innermost) loop's variable alone change, the ranges
+    between: a concatenate along this axis selects its piece by such conditions, and a
+    loop per range computes one piece per element instead of every piece and a select."""
+    if not any(isinstance(t, Loop) for t in loop.body):
+        return []
+    cuts = {0, loop.sym.extent}
+    for cond in _conds(loop.body):
+        if _plain_sym(cond.index) == loop.sym and cond.step == 1:
+            cuts.update(c for c in (cond.lo, cond.hi + 1) if 0 < c < loop.sym.extent)
+    edges = sorted(cuts)
+    return [(lo, hi - 1) for lo, hi in zip(edges, edges[1:])] if len(edges) <= 65 else []
+
+
+def _conds(stmts: Sequence[Stmt]) -> list[Cond]:
+    """Every index condition in a statement list (each expression node visited once)."""
+    found: list[Cond] = []
+    seen: set[int] = set()
+
+    def visit(e: Expr) -> None:
+        if id(e) in seen:
+            return
+        seen.add(id(e))
+        if isinstance(e, IndexPred):
+            found.extend(e.conds)
+        elif isinstance(e, Op):
+            for a in e.args:
+                visit(a)
+
+    for st in stmts:
+        if isinstance(st, Loop):
+            found.extend(_conds(st.body))
+        elif isinstance(st, (Store, AccUpdate)):
+            visit(st.value)
+    return found
 
 
 def render_kernel(module: ir.Module, kernel: Kernel) -> ir.Function:

@@ -72,7 +72,10 @@ def windows(x: "Tensor", kernel: Sequence[int], stride: Sequence[int],
                       for s, m, st in zip(start, out, stride, strict=True))
         tap = P.slice_(x, (0,) * len(lead) + start, lead + limit,
                        (1,) * len(lead) + tuple(stride))
-        taps.append(P.reshape(tap, lead + (1,) + out))
+        # a new unit axis by broadcast, not reshape: the fused kernel then indexes each tap
+        # directly (a reshape's flatten-and-split left a division per element)
+        keep = tuple(range(len(lead))) + tuple(range(len(lead) + 1, len(lead) + 1 + n))
+        taps.append(P.broadcast_in_dim(tap, lead + (1,) + out, keep))
     return P.concatenate(taps, len(lead))
 
 
