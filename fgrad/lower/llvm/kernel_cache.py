@@ -7,10 +7,16 @@ the program's (small) entry module and loads the objects into the program's engi
 A kernel's IR is rendered alone (its name replaced by a fixed one before hashing), so two
 programs that contain the same loop nest over the same shapes share one entry: in memory
 (`_OBJECTS`, least recently used dropped past `KEPT`), and on disk (`disk_cache`, folder
-"llvm_kernels"). Kernels found in neither are compiled on a thread pool (LLVM releases the
-GIL; each thread has its own LLVM context and target machine). The optimization level
-follows the kernel's size: O3, or O2 for IR longer than `O2_ABOVE_CHARS` (very large
-kernels, e.g. unrolled networks, spend most of their compile time in O3-only passes).
+"llvm_kernels"). Kernels found in neither are compiled on a thread pool, in parallel for real
+(`llvm_target.run_pipeline`: each thread has its own LLVM context and target machine).
+Library calls (gemm drivers with their fused epilogues, LAPACK calls) are compiled the same
+way, so the program's entry module holds only calls and compiles at O0.
+
+The optimization level follows the kernel's size: a kernel of at most `LIGHT_WORK` innermost
+iterations (biases, scalars, Adam's step counters) is not worth vectorizing and compiles
+`LIGHT`ly (O1 without vectorizers, fast instruction selection: a third of the time); others
+at O3, or O2 for IR longer than `O2_ABOVE_CHARS` (very large kernels, e.g. unrolled
+networks, spend most of their compile time in O3-only passes).
 """
 from __future__ import annotations
 
@@ -26,14 +32,19 @@ from dataclasses import dataclass
 import llvmlite.binding as llvm
 from llvmlite import ir
 
+from fgrad.core.ir import Eqn
 from fgrad.lower.kernel.ir import Kernel
 from fgrad.lower.llvm import disk_cache
 from fgrad.lower.llvm import target as llvm_target
-from fgrad.lower.llvm.render import render_kernel
+from fgrad.lower.llvm.gemm_split import library_chunking
+from fgrad.lower.llvm.render import render_kernel, render_library_call
+from fgrad.lower.llvm.threads import kernel_work
 
 FOLDER = "llvm_kernels"
 KEPT = 4096
 O2_ABOVE_CHARS = 400_000
+LIGHT_WORK = 1024
+LIGHT = -1  # a speed level: O1 middle end without vectorizers, O0 code generation
 _NEUTRAL = "fgrad_kernel"
 _OBJECTS: collections.OrderedDict[str, bytes] = collections.OrderedDict()
 _lock = threading.Lock()
@@ -60,23 +71,31 @@ def _kernel_text(kernel: Kernel) -> tuple[str, ir.FunctionType]:
     return text, fn.function_type
 
 
+def _machine(codegen_level: int) -> llvm.TargetMachine:
+    """This thread's target machine generating code at `codegen_level`."""
+    machines = getattr(_per_thread, "machines", None)
+    if machines is None:
+        machines = _per_thread.machines = {}
+    if codegen_level not in machines:
+        machines[codegen_level] = llvm_target.new_machine(opt=codegen_level)
+    return machines[codegen_level]
+
+
 def _object_code(text: str, speed_level: int | None = None) -> bytes:
     """Optimize and compile one kernel module to object code (safe on any thread); the
-    optimization level follows the text's size unless `speed_level` is given."""
+    optimization level follows the text's size unless `speed_level` (or `LIGHT`) is given."""
     context = llvm.create_context()
     module = llvm.parse_assembly(text, context=context)
     module.verify()
-    machine = getattr(_per_thread, "machine", None)
-    if machine is None:
-        machine = _per_thread.machine = llvm_target.new_machine()
     if speed_level is None:
         speed_level = 3 if len(text) <= O2_ABOVE_CHARS else 2
-    tuning = llvm.create_pipeline_tuning_options(speed_level=speed_level)
-    tuning.loop_vectorization = True
-    tuning.slp_vectorization = True
-    builder = llvm.create_pass_builder(machine, tuning)
-    builder.getModulePassManager().run(module, builder)
-    return machine.emit_object(module)
+    light = speed_level == LIGHT
+    machine = _machine(0 if light else 3)
+    tuning = llvm.create_pipeline_tuning_options(speed_level=1 if light else speed_level)
+    tuning.loop_vectorization = not light
+    tuning.slp_vectorization = not light
+    llvm_target.run_pipeline(module, machine, tuning)
+    return llvm_target.emit_object(module, machine)
 
 
 def _remember(key: str, obj: bytes) -> None:
@@ -106,51 +125,69 @@ def _workers(jobs: int) -> int:
                       else os.cpu_count() or 1))
 
 
-def compile_kernels(kernels: Sequence[Kernel], key_of: Callable[[str], str]
-                    ) -> dict[str, CompiledKernel]:
-    """Each kernel's compiled form, by kernel name: from memory, disk, or compiled now
-    (in parallel). `key_of(ir_text)` hashes the text with the toolchain and host."""
+def _library_text(eqn: Eqn, split: bool, epilogue: tuple[CompiledKernel, Kernel] | None
+                  ) -> tuple[str, ir.FunctionType]:
+    """A library call's function alone as an LLVM module (named `_NEUTRAL`, exported), with
+    its epilogue kernel, when it has one, declared by its compiled symbol."""
+    module = ir.Module(name="fgrad_library_call")
+    fused = None if epilogue is None else ir.Function(module, epilogue[0].function_type,
+                                                      name=epilogue[0].symbol)
+    fn = render_library_call(module, _NEUTRAL, eqn, split, fused,
+                             None if epilogue is None else epilogue[1])
+    fn.linkage = ""
+    module.triple, module.data_layout = llvm_target.triple_and_layout()
+    return str(module), fn.function_type
+
+
+def compile_kernels(kernels: Sequence[Kernel], key_of: Callable[[str], str],
+                    texts: Sequence[str] = (), texts_speed_level: int | None = None,
+                    library_calls: dict[str, Eqn] | None = None,
+                    epilogues: dict[str, str] | None = None
+                    ) -> tuple[dict[str, CompiledKernel], list[bytes]]:
+    """The compiled form of each kernel and library call (gemm drivers with their
+    epilogues, LAPACK calls), by name, and the object code of each whole module in `texts`
+    (e.g. the shared GEMM routines, optimized at `texts_speed_level`): from memory, disk,
+    or compiled now, all missing ones in one parallel batch. `key_of(ir_text)` hashes the
+    text with the toolchain and host."""
     found: dict[str, tuple[str, str, ir.FunctionType]] = {}
+    levels: dict[str, int | None] = {}
     for kernel in kernels:
         text, ftype = _kernel_text(kernel)
-        found[kernel.name] = (key_of(text), text, ftype)
-    objects: dict[str, bytes] = {}
-    missing: dict[str, str] = {}
-    for key, text, _ in found.values():
-        if key in objects or key in missing:
-            continue
-        obj = _cached(key)
-        if obj is None:
-            missing[key] = text
-        else:
-            objects[key] = obj
-    objects.update(_build_all(missing))
-    return {name: CompiledKernel(_symbol(key), ftype, objects[key])
-            for name, (key, _, ftype) in found.items()}
+        level = LIGHT if kernel_work(kernel.body) <= LIGHT_WORK else None
+        key = key_of(text if level is None else f"O{level}\n{text}")
+        found[kernel.name], levels[key] = (key, text, ftype), level
+    by_name = {k.name: k for k in kernels}
+    split = library_chunking(library_calls or {})
+    for name, eqn in (library_calls or {}).items():
+        fused = (epilogues or {}).get(name)
+        epilogue = None if fused is None else (
+            CompiledKernel(_symbol(found[fused][0]), found[fused][2], b""), by_name[fused])
+        text, ftype = _library_text(eqn, name in split, epilogue)
+        found[name] = (key_of(text), text, ftype)
+    text_keys = [key_of(f"O{texts_speed_level}\n{text}") for text in texts]
+    wanted = {key: (text, levels.get(key)) for key, text, _ in found.values()}
+    wanted.update({key: (text, texts_speed_level)
+                   for key, text in zip(text_keys, texts, strict=True)})
+    objects = {key: obj for key in wanted if (obj := _cached(key)) is not None}
+    objects.update(_build_all({key: job for key, job in wanted.items() if key not in objects}))
+    compiled = {name: CompiledKernel(_symbol(key), ftype, objects[key])
+                for name, (key, _, ftype) in found.items()}
+    return compiled, [objects[key] for key in text_keys]
 
 
-def compile_texts(texts: Sequence[str], key_of: Callable[[str], str],
-                  speed_level: int | None = None) -> list[bytes]:
-    """Object code of whole LLVM modules given as text (e.g. the shared GEMM routines),
-    from memory, disk, or compiled now (in parallel) at `speed_level` (default: by size);
-    `key_of` as for kernels."""
-    keys = [key_of(f"O{speed_level}\n{text}") for text in texts]
-    objects = {key: obj for key in keys if (obj := _cached(key)) is not None}
-    objects.update(_build_all({key: text for key, text in zip(keys, texts, strict=True)
-                               if key not in objects}, speed_level))
-    return [objects[key] for key in keys]
-
-
-def _build_all(missing: dict[str, str], speed_level: int | None = None) -> dict[str, bytes]:
-    """Compile the missing kernels (key -> IR text), on threads when there are several."""
-    built: dict[str, bytes] = {}
-    texts = {k: _named(k, t) for k, t in missing.items()}
-    compile_one = functools.partial(_object_code, speed_level=speed_level)
-    if len(missing) > 1 and _workers(len(missing)) > 1:
-        with concurrent.futures.ThreadPoolExecutor(_workers(len(missing))) as pool:
-            built = dict(zip(texts, pool.map(compile_one, texts.values()), strict=True))
+def _build_all(missing: dict[str, tuple[str, int | None]]) -> dict[str, bytes]:
+    """Compile the missing modules (key -> (IR text, speed level or None for "by size")),
+    on threads when there are several (see `llvm_target.run_pipeline`)."""
+    jobs = {key: (_named(key, text), level) for key, (text, level) in missing.items()}
+    workers = _workers(len(jobs))
+    if workers > 1:
+        with concurrent.futures.ThreadPoolExecutor(workers) as pool:
+            # the slowest first: a large module started last would run alone
+            order = sorted(jobs, key=lambda key: -len(jobs[key][0]))
+            done = pool.map(lambda key: _object_code(*jobs[key]), order)
+            built = dict(zip(order, done, strict=True))
     else:
-        built = {k: compile_one(t) for k, t in texts.items()}
+        built = {key: _object_code(*job) for key, job in jobs.items()}
     for key, obj in built.items():
         stats["builds"] += 1
         _remember(key, obj)

@@ -387,14 +387,26 @@ def entry_names(segment: int, parts: Sequence[Part]) -> list[str]:
     return [f"seg{segment}_p{k}" for k in range(len(parts))]
 
 
-def _library_renderer(eqn: Eqn, split: bool) -> Callable[[ir.Module, str, Eqn], ir.Function]:
-    """How a library call is rendered: a dot_general by fgrad's own GEMM (or, with
-    FGRAD_GEMM=openblas, by OpenBLAS calls), by rows when the pool splits it; LAPACK else."""
+def render_library_call(module: ir.Module, name: str, eqn: Eqn, split: bool,
+                        epilogue: ir.Function | None = None,
+                        epilogue_kernel: Kernel | None = None) -> ir.Function:
+    """Add the function computing library call `eqn`: a dot_general by fgrad's own GEMM (or,
+    with FGRAD_GEMM=openblas, by OpenBLAS calls), by rows when the pool `split`s it, with
+    the `epilogue` kernel (`epilogue_kernel` its IR) inside when given; LAPACK else."""
     if eqn.primitive.name != "dot_general":
-        return render_lapack
+        return render_lapack(module, name, eqn)
     if flags.gemm_library() == "native" and native_gemm_applies(eqn):
-        return render_native_gemm_rows if split else render_native_gemm
-    return render_gemm_rows if split else render_gemm
+        render = render_native_gemm_rows if split else render_native_gemm
+        if epilogue is None or epilogue_kernel is None:
+            return render(module, name, eqn)
+        return render(module, name, eqn, epilogue, epilogue_row_scale(eqn, epilogue_kernel))
+    return render_gemm_rows(module, name, eqn) if split else render_gemm(module, name, eqn)
+
+
+def _declare(module: ir.Module, symbol: str, ftype: ir.FunctionType) -> ir.Function:
+    """The function `symbol` compiled elsewhere, declared once (twins share a symbol)."""
+    found = module.globals.get(symbol)
+    return found if isinstance(found, ir.Function) else ir.Function(module, ftype, name=symbol)
 
 
 def render_module(kernels: Sequence[Kernel], segments: Sequence[Sequence[Call]],
@@ -403,22 +415,24 @@ def render_module(kernels: Sequence[Kernel], segments: Sequence[Sequence[Call]],
                   epilogues: dict[str, str] | None = None) -> ir.Module:
     """One module: every kernel and library call, plus the entries of each segment (see
     `entry_names`). A kernel named in `external` (name -> (symbol, function type)) is only
-    declared: its code comes compiled on its own (kernel_cache.py). `epilogues`: gemm
-    calls (by name) that run a kernel inside (the program's `epilogues`)."""
+    declared: its code comes compiled on its own (kernel_cache.py); so is a library call
+    named there. `epilogues`: gemm calls (by name) that run a kernel inside (the program's
+    `epilogues`)."""
     module = ir.Module(name="fgrad")
     external = external or {}
-    functions = {k.name: ir.Function(module, external[k.name][1], name=external[k.name][0])
-                 if k.name in external else render_kernel(module, k) for k in kernels}
+    functions = {k.name: _declare(module, *external[k.name]) if k.name in external
+                 else render_kernel(module, k) for k in kernels}
     by_name = {k.name: k for k in kernels}
     library = library_chunking(library_calls or {})
     epilogues = epilogues or {}
     for name, eqn in (library_calls or {}).items():
-        if name in epilogues:
-            render_fused = render_native_gemm_rows if name in library else render_native_gemm
-            scale = epilogue_row_scale(eqn, by_name[epilogues[name]])
-            functions[name] = render_fused(module, name, eqn, functions[epilogues[name]], scale)
+        if name in external:
+            functions[name] = _declare(module, *external[name])
             continue
-        functions[name] = _library_renderer(eqn, name in library)(module, name, eqn)
+        fused = epilogues.get(name)
+        functions[name] = render_library_call(
+            module, name, eqn, name in library, functions.get(fused) if fused else None,
+            by_name.get(fused) if fused else None)
     for i, calls in enumerate(segments):
         parts = plan_parts(calls, by_name, library)
         names = entry_names(i, parts)

@@ -49,6 +49,11 @@ from fgrad.lower.kernel.program import Program, Segment
 from fgrad.lower.schedule.partition import HostStep
 from fgrad.lower.schedule.split_reduce import split_reductions
 
+# The entry module only calls kernels, gemm drivers and LAPACK calls compiled elsewhere
+# (kernel_cache), so it is neither optimized nor given more than fast instruction selection:
+# 40 ms instead of ~0.5 s for a training step's entry at O3.
+ENTRY_SPEED_LEVEL = 0
+ENTRY_CODEGEN_LEVEL = 0
 _machine: list[Any] = []
 log = logging.getLogger("fgrad.compile")
 
@@ -91,14 +96,14 @@ def _optimize(module: Any) -> Any:
     return _optimize_text(str(module))
 
 
-def _optimize_text(text: str) -> Any:
+def _optimize_text(text: str, speed_level: int = 3) -> Any:
     try:
         parsed = llvm.parse_assembly(text)
         parsed.verify()
     except RuntimeError as err:
         raise RuntimeError(f"fgrad llvm backend produced invalid LLVM IR (a bug in "
                            f"fgrad.lower): {err}\n{text}") from None
-    tuning = llvm.create_pipeline_tuning_options(speed_level=3)
+    tuning = llvm.create_pipeline_tuning_options(speed_level=speed_level)
     tuning.loop_vectorization = True
     tuning.slp_vectorization = True
     builder = llvm.create_pass_builder(target_machine(), tuning)
@@ -131,11 +136,15 @@ def cache_key(ir_text: str) -> str:
     return hashlib.sha256(f"{ir_text}\0{_toolchain_and_host()}".encode()).hexdigest()
 
 
-def _build(text: str, linked: Sequence[bytes] = ()) -> tuple[Any, bytes | None]:
-    """Optimize and JIT-compile (with the `linked` kernel objects); returns the engine and
-    the object code MCJIT produced for the module."""
+def _build(text: str, linked: Sequence[bytes] = (), calls_only: bool = False
+           ) -> tuple[Any, bytes | None]:
+    """Optimize and JIT-compile (with the `linked` kernel objects) at O3, or, for a module
+    that only `calls_only` code compiled elsewhere, at the entry levels; returns the
+    engine and the object code MCJIT produced for the module."""
     objects: list[bytes] = []
-    engine = llvm.create_mcjit_compiler(_optimize_text(text), _new_target_machine())
+    speed, codegen = (ENTRY_SPEED_LEVEL, ENTRY_CODEGEN_LEVEL) if calls_only else (3, 3)
+    engine = llvm.create_mcjit_compiler(_optimize_text(text, speed),
+                                        llvm_target.new_machine(opt=codegen))
     for obj in linked:
         engine.add_object_file(llvm.ObjectFileRef.from_data(obj))
     engine.set_object_cache(lambda _module, data: objects.append(data))
@@ -158,10 +167,11 @@ def _load(obj: bytes, linked: Sequence[bytes] = ()) -> Any:
     return engine
 
 
-def compiled_engine(module: Any, linked: Sequence[bytes] = ()) -> Any:
+def compiled_engine(module: Any, linked: Sequence[bytes] = (), calls_only: bool = False
+                    ) -> Any:
     """The execution engine of `module` (linked with the kernel objects `linked`, whose
     symbols its text names): from memory, from the disk cache, or built (and then cached
-    in both)."""
+    in both); `calls_only`: see `_build`."""
     text = str(module)
     key = cache_key(text)
     with _engines_lock:
@@ -176,7 +186,7 @@ def compiled_engine(module: Any, linked: Sequence[bytes] = ()) -> Any:
         if engine is not None:
             compile_stats["disk_hits"] += 1
         else:
-            engine, obj = _build(text, linked)
+            engine, obj = _build(text, linked, calls_only)
             compile_stats["builds"] += 1
             if obj:
                 disk_cache.store(key, obj)
@@ -208,14 +218,15 @@ class LLVMExecutable:
         self.source = source            # the jaxpr it was compiled from (for the profiler)
         self._profiling: LLVMExecutable | None = None
         start, before = time.perf_counter(), dict(kernel_cache.stats)
-        kernels = kernel_cache.compile_kernels(program.kernels, cache_key)
-        self.module = module_ir(program, {name: (k.symbol, k.function_type)
-                                          for name, k in kernels.items()})
-        linked = list({k.symbol: k.obj for k in kernels.values()}.values())
         shared = [t for name in routine_dtypes(program.library_calls)
                   for t in routine_texts(name)]
-        linked += kernel_cache.compile_texts(shared, cache_key, ROUTINES_SPEED_LEVEL)
-        self.engine = compiled_engine(self.module, linked)
+        kernels, linked = kernel_cache.compile_kernels(
+            program.kernels, cache_key, shared, ROUTINES_SPEED_LEVEL, program.library_calls,
+            program.epilogues)
+        self.module = module_ir(program, {name: (k.symbol, k.function_type)
+                                          for name, k in kernels.items()})
+        linked += list({k.symbol: k.obj for k in kernels.values()}.values())
+        self.engine = compiled_engine(self.module, linked, calls_only=True)
         _log_compile(program, kernel_cache.stats - collections.Counter(before),
                      time.perf_counter() - start)
         segments = [a for a in program.actions if isinstance(a, Segment)]

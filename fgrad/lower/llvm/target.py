@@ -8,7 +8,9 @@ uses the full 512 bits (AMD's Zen 4/5 tuning already prefers 512).
 """
 from __future__ import annotations
 
+import ctypes
 import functools
+from typing import Any
 
 import llvmlite.binding as llvm
 
@@ -64,3 +66,51 @@ def triple_and_layout() -> tuple[str, str]:
     """The host's target triple and data layout string (for modules built by hand)."""
     machine = new_machine()
     return machine.triple, str(machine.target_data)
+
+
+# ---------------------------------------------------------------- calls on several threads
+#
+# llvmlite serializes every call into LLVM behind one process-wide lock, so kernels
+# "compiled on a thread pool" would run one at a time. LLVM itself compiles modules of
+# different contexts on different threads safely (that is how its own parallel JIT works),
+# so the two long calls of a kernel's compile, the optimization pipeline and code
+# generation, go to LLVM directly on modules that live in a thread's own context. Where
+# llvmlite's internals differ from what this expects, the locked calls are used.
+
+
+def _raw(name: str) -> Any | None:
+    """The ctypes function behind llvmlite's locked wrapper of `name`, if it has one."""
+    try:
+        return getattr(llvm.ffi.lib, name)._cfn
+    except AttributeError:
+        return None
+
+
+def run_pipeline(module: llvm.ModuleRef, machine: llvm.TargetMachine,
+                 tuning: llvm.PipelineTuningOptions) -> None:
+    """Run LLVM's default module pipeline for `tuning` on `module` (which must be in a
+    context of its own when called from several threads)."""
+    builder = llvm.create_pass_builder(machine, tuning)
+    manager = builder.getModulePassManager()
+    run = _raw("LLVMPY_RunNewModulePassManager")
+    if run is None:
+        manager.run(module, builder)
+    else:
+        run(manager, module, builder)
+
+
+def emit_object(module: llvm.ModuleRef, machine: llvm.TargetMachine) -> bytes:
+    """Object code of `module` for `machine` (see `run_pipeline` on threads)."""
+    emit = _raw("LLVMPY_TargetMachineEmitToMemory")
+    if emit is None:
+        return machine.emit_object(module)
+    ffi = llvm.ffi
+    with ffi.OutputString() as error:
+        buffer = emit(machine, module, 1, error)
+        if not buffer:
+            raise RuntimeError(f"LLVM code generation failed: {error}")
+    try:
+        return ctypes.string_at(ffi.lib.LLVMPY_GetBufferStart(buffer),
+                                ffi.lib.LLVMPY_GetBufferSize(buffer))
+    finally:
+        ffi.lib.LLVMPY_DisposeMemoryBuffer(buffer)

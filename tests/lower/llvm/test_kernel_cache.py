@@ -69,10 +69,10 @@ def test_identical_kernels_share_one_symbol_whatever_their_names():
     twin = dataclasses.replace(kernel, name="another_name")
     jaxpr = fgrad.make_jaxpr(lambda a: a.exp().max(axis=1))(x)
     (other,) = llvm_runtime.plan(open_jaxpr(jaxpr)[0]).kernels
-    compiled = kernel_cache.compile_kernels([kernel, twin], llvm_runtime.cache_key)
+    compiled, _ = kernel_cache.compile_kernels([kernel, twin], llvm_runtime.cache_key)
     assert compiled[kernel.name].symbol == compiled["another_name"].symbol
     assert other.name == kernel.name  # the same name, another loop nest: another symbol
-    changed = kernel_cache.compile_kernels([other], llvm_runtime.cache_key)
+    changed, _ = kernel_cache.compile_kernels([other], llvm_runtime.cache_key)
     assert changed[other.name].symbol != compiled[kernel.name].symbol
 
 

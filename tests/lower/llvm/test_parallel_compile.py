@@ -1,0 +1,116 @@
+"""How a program compiles (fgrad.lower.llvm.kernel_cache, target, runtime): kernels and
+library calls compile on several threads for real, small kernels compile lightly, gemm
+drivers are cached units of their own, and the entry module only calls them."""
+from __future__ import annotations
+
+import concurrent.futures
+import re
+import threading
+import time
+from typing import Any
+
+import llvmlite.binding as llvm
+import numpy as np
+import pytest
+
+import fgrad
+import fgrad.lower  # noqa: F401  (registers the llvm compiler)
+from fgrad import Tensor
+from fgrad.lower.llvm import kernel_cache
+from fgrad.lower.llvm import runtime as llvm_runtime
+from fgrad.lower.llvm import target as llvm_target
+from fgrad.lower.llvm.gemm_native import routine_texts
+from fgrad.transforms.jit_prim import open_jaxpr
+
+RNG = np.random.default_rng(11)
+HOLD_S = 20.0
+
+
+def test_llvm_calls_of_a_compile_bypass_llvmlites_global_lock():
+    # if llvmlite's internals change, compiles silently become serial again: notice it
+    assert llvm_target._raw("LLVMPY_RunNewModulePassManager") is not None
+    assert llvm_target._raw("LLVMPY_TargetMachineEmitToMemory") is not None
+
+
+def test_threads_compile_the_same_objects_as_one_thread():
+    texts = list(routine_texts("float32")) * 2
+    alone = [kernel_cache._object_code(t, 1) for t in texts]
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        together = list(pool.map(lambda t: kernel_cache._object_code(t, 1), texts))
+    assert together == alone
+
+
+def test_a_compile_runs_while_another_thread_holds_llvmlites_lock():
+    text = routine_texts("float32")[0]
+    context = llvm.create_context()
+    module = llvm.parse_assembly(text, context=context)
+    machine = llvm_target.new_machine()
+    tuning = llvm.create_pipeline_tuning_options(speed_level=1)
+    builder_ready = threading.Event()
+    release = threading.Event()
+
+    def hold_lock() -> None:
+        with llvm.ffi.lib._lock:
+            builder_ready.set()
+            release.wait(HOLD_S)
+
+    holder = threading.Thread(target=hold_lock)
+    # the pass builder is made under the lock; the two long calls are not
+    builder = llvm.create_pass_builder(machine, tuning)
+    manager = builder.getModulePassManager()
+    holder.start()
+    builder_ready.wait(30)
+    start = time.monotonic()
+    try:
+        llvm_target._raw("LLVMPY_RunNewModulePassManager")(manager, module, builder)
+        took = time.monotonic() - start
+    finally:
+        release.set()
+        holder.join()
+    assert took < HOLD_S / 2   # it did not wait for the holder to let go
+
+
+def _plan(fn: Any, *args: Any) -> Any:
+    return llvm_runtime.plan(open_jaxpr(fgrad.make_jaxpr(fn)(*args))[0])
+
+
+def test_small_kernels_compile_lightly_and_large_ones_at_o3(monkeypatch: Any):
+    levels: list[Any] = []
+    real = kernel_cache._object_code
+    monkeypatch.setattr(kernel_cache, "_object_code",
+                        lambda text, level=None: levels.append(level) or real(text, level))
+    kernel_cache.clear_memory()
+    monkeypatch.setenv("FGRAD_CACHE_DIR", "")
+    small = Tensor(RNG.standard_normal(kernel_cache.LIGHT_WORK).astype(np.float32))
+    large = Tensor(RNG.standard_normal(kernel_cache.LIGHT_WORK + 1).astype(np.float32))
+    for x in (small, large):
+        program = _plan(lambda a: (a * 3.5).tanh(), x)
+        kernel_cache.compile_kernels(program.kernels, llvm_runtime.cache_key)
+    assert levels == [kernel_cache.LIGHT, None]
+    for x in (small, large):   # and both compute the same thing
+        got = fgrad.jit(lambda a: (a * 3.5).tanh())(x).numpy()
+        np.testing.assert_allclose(got, np.tanh(x.numpy() * np.float32(3.5)), rtol=2e-6,
+                                   atol=1e-7)
+
+
+@pytest.mark.parametrize("fused", [False, True])
+def test_gemm_drivers_are_cached_units_and_the_entry_only_calls(fused: bool):
+    a = Tensor(RNG.standard_normal((40, 30)).astype(np.float32))
+    w = Tensor(RNG.standard_normal((30, 20)).astype(np.float32))
+    b = Tensor(RNG.standard_normal(20).astype(np.float32))
+    fn = (lambda a, w, b: (a @ w + b).relu()) if fused else (lambda a, w, b: a @ w)
+    program = _plan(fn, a, w, b)
+    compiled, _ = kernel_cache.compile_kernels(
+        program.kernels, llvm_runtime.cache_key, (), None, program.library_calls,
+        program.epilogues)
+    assert set(program.library_calls) <= set(compiled)
+    entry = str(llvm_runtime.module_ir(program, {n: (k.symbol, k.function_type)
+                                                 for n, k in compiled.items()}))
+    defined = re.findall(r'^define .*@"([^"]+)"', entry, flags=re.M)
+    assert defined and all(name.startswith("seg") for name in defined)
+    assert "fma" not in entry and "phi" not in entry   # no loop, no arithmetic of its own
+    got = fgrad.jit(fn)(a, w, b).numpy()
+    want = a.numpy() @ w.numpy()
+    if fused:
+        want = np.maximum(want + b.numpy(), 0)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
