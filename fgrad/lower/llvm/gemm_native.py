@@ -2,7 +2,7 @@
 
 In: a float32/float64 dot_general with a BLAS view (`gemm_dims`). Out: an internal function
 `void name(T* out, T* lhs, T* rhs, i64 start, i64 stop)` computing output rows [start, stop)
-of the batch-stacked output (the contract of `gemm_split.render_gemm_rows`, so the pool
+of the batch-stacked output (the contract of `blas.render_gemm_rows`, so the pool
 splits it the same way), or `void name(T* out, T* lhs, T* rhs)` for the whole product.
 
 Structure (GotoBLAS/BLIS): for each NC-wide column block and KC-deep slice of the
@@ -458,7 +458,7 @@ def epilogue_fits(eqn: Eqn, kernel: Kernel, buf: int) -> bool:
     gemm as its epilogue: an unbatched native gemm, and a kernel that is a plain (m, n)
     loop nest of stores reading the gemm's output only at the element it stores, whose rows
     are disjoint (so a block of rows needs only those rows; it then runs on row ranges)."""
-    from fgrad.lower.llvm.gemm_split import gemm_chunking
+    from fgrad.lower.llvm.blas import gemm_chunking
     from fgrad.lower.llvm.threads import _disjoint_iterations, split_extent
     dims = gemm_dims(eqn)
     if dims is None or dims.batch or not native_gemm_applies(eqn) or len(kernel.body) != 1:

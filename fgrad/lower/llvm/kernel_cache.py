@@ -36,7 +36,7 @@ from fgrad.core.ir import Eqn
 from fgrad.lower.kernel.ir import Kernel
 from fgrad.lower.llvm import disk_cache
 from fgrad.lower.llvm import target as llvm_target
-from fgrad.lower.llvm.gemm_split import library_chunking
+from fgrad.lower.llvm.blas import library_chunking
 from fgrad.lower.llvm.render import render_kernel, render_library_call
 from fgrad.lower.llvm.threads import kernel_work
 

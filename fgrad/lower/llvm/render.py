@@ -28,7 +28,7 @@ from fgrad import flags
 from fgrad.lower.llvm.blas import render_gemm
 from fgrad.lower.llvm.gemm_native import (epilogue_row_scale, native_gemm_applies,
                                           render_native_gemm, render_native_gemm_rows)
-from fgrad.lower.llvm.gemm_split import library_chunking, render_gemm_rows
+from fgrad.lower.llvm.blas import library_chunking, render_gemm_rows
 from fgrad.lower.llvm.lapack import render_lapack
 from fgrad.lower.llvm.ops import I1, I64, OPS, Emitter, const, mem_type, reg_type
 from fgrad.lower.llvm.threads import Part, chunking, plan_parts, render_part, split_extent

@@ -15,7 +15,7 @@ that loop from an atomic counter; any other kernel of a parallel part (small one
 that cannot split and are large run in serial parts, e.g. full reductions to a scalar) is
 one chunk that a single thread claims. A call
 starts once every chunk of the previous one is done. A large gemm splits too, by output rows
-(gemm_split.py: OpenBLAS runs on one thread, each chunk one BLAS call); other library calls
+(blas.py: OpenBLAS runs on one thread, each chunk one BLAS call); other library calls
 (small gemms, LAPACK) run in serial parts on the calling thread while the workers sleep.
 """
 from __future__ import annotations
@@ -132,7 +132,7 @@ class Part:
 
 
 def _kind(kernel: Kernel | None, library_chunks: int = 1) -> str:
-    if kernel is None:  # a library call: a large gemm splits by rows (gemm_split.py)
+    if kernel is None:  # a library call: a large gemm splits by rows (blas.gemm_chunking)
         return "split" if library_chunks > 1 else "serial"
     if split_extent(kernel):
         return "split"
@@ -183,14 +183,14 @@ def chunking(kernel: Kernel | None) -> tuple[int, int, int]:
 
 def segment_parts(program: Program, seg: Segment) -> list[Part]:
     """`plan_parts` of one segment of a program."""
-    from fgrad.lower.llvm.gemm_split import library_chunking
+    from fgrad.lower.llvm.blas import library_chunking
     return plan_parts(seg.calls, {k.name: k for k in program.kernels},
                       library_chunking(program.library_calls))
 
 
 def describe_threads(program: Program) -> str:
     """One line per parallel part: which kernels split, over how many threads."""
-    from fgrad.lower.llvm.gemm_split import library_chunking
+    from fgrad.lower.llvm.blas import library_chunking
     kernels = {k.name: k for k in program.kernels}
     gemms = library_chunking(program.library_calls)
     lines = []

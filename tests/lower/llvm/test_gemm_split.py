@@ -14,7 +14,7 @@ import pytest
 import fgrad
 from fgrad import Tensor
 from fgrad.lower.kernel.program import Segment
-from fgrad.lower.llvm import gemm_split
+from fgrad.lower.llvm import blas as gemm_split
 from fgrad.lower.llvm.runtime import compile_llvm, describe, plan
 from fgrad.lower.llvm.threads import POOL, segment_parts
 from fgrad.transforms.jit_prim import open_jaxpr

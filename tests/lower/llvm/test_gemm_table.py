@@ -14,7 +14,7 @@ import pytest
 import fgrad
 from fgrad import Tensor
 from fgrad.core import prims
-from fgrad.lower.llvm.gemm_split import gemm_chunking
+from fgrad.lower.llvm.blas import gemm_chunking
 
 RNG = np.random.default_rng(15)
 SHAPES = [(1, 1, 1), (7, 31, 64), (31, 7, 257), (64, 257, 7), (257, 64, 31), (1000, 7, 64),
