@@ -1,4 +1,4 @@
-"""Benchmarks W1-W8: fgrad's backends next to NumPy, PyTorch and JAX (when installed).
+"""Benchmarks W1-W9: fgrad's backends next to NumPy, PyTorch and JAX (when installed).
 
     python bench/run.py                  # full sizes (~10 minutes on 2 cores)
     python bench/run.py --quick          # small sizes, a smoke run (~2 minutes)
@@ -28,7 +28,8 @@ import check
 import mlp
 import report
 import workloads
-from cold_start import w6_rows
+import transformer
+from cold_start import w6_rows, w9_rows
 from harness import Row, Settings, header, run_row, short_error, timed
 
 FULL = {"w1": 24, "w2": 4096, "w3": [256, 1024, 2048], "w4": 32, "w5": 256, "w8": 128}
@@ -53,6 +54,11 @@ def mlp_row(label: str, factories: dict[str, mlp.Factory], settings: Settings,
     return Row(label, {k: timed(f, settings, inner) for k, f in factories.items()}, unit=unit)
 
 
+def _fast_backends(factories: dict[str, mlp.Factory]) -> dict[str, mlp.Factory]:
+    """The factories without fgrad's numpy backend (minutes per W9 step here)."""
+    return {k: f for k, f in factories.items() if k != "fgrad-numpy"}
+
+
 def workload_table(sizes: dict, settings: Settings, inner_w7: int) -> list[tuple[str, Callable]]:
     """(id, builder of Rows) per workload, in table order; nothing is built yet."""
     return [
@@ -67,6 +73,9 @@ def workload_table(sizes: dict, settings: Settings, inner_w7: int) -> list[tuple
                                 mlp.w7_factories(), settings, inner_w7, unit="us")]),
         ("W8", lambda: [mlp_row(f"W8 vmap(grad) per-example grads of the W5 MLP, batch "
                                 f"{sizes['w8']}", mlp.w8_factories(sizes["w8"]), settings)]),
+        ("W9", lambda: [mlp_row("W9 2-block transformer train step (batch 8, 64 tokens, "
+                                "d=128), Adam", _fast_backends(transformer.w9_factories()),
+                                settings)] + w9_rows(settings)),
     ]
 
 

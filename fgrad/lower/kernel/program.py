@@ -140,11 +140,12 @@ def plan(jaxpr: Jaxpr, half_native: bool = True, native_linalg: bool = True,
          call_per_segment: bool = False, epilogue_ok: EpilogueTest | None = None) -> Program:
     """Schedule `jaxpr`, build every kernel, group consecutive kernels into segments.
     `half_native`: whether float16 may be computed in kernels (else host steps);
-    `native_linalg`: whether float32/64 linalg is a library call (else host steps);
+    `native_linalg`: whether float32/64 linalg and sort are library calls (else host
+    steps, and sort a bitonic network);
     `call_per_segment`: one kernel or library call per segment (the profiling build, which
     times each segment); `epilogue_ok`: which elementwise kernels right after a gemm run
     inside the gemm's call (the gemm call's slots are then its own, then the kernel's)."""
-    jaxpr = expand(jaxpr)
+    jaxpr = expand(jaxpr, native_library=native_linalg)
     sched = schedule(jaxpr, half_native, native_linalg)
     names = sched.names
     kernels: list[Kernel] = []

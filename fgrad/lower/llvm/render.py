@@ -30,6 +30,8 @@ from fgrad.lower.llvm.gemm_native import (epilogue_row_scale, native_gemm_applie
                                           render_native_gemm, render_native_gemm_rows)
 from fgrad.lower.llvm.blas import library_chunking, render_gemm_rows
 from fgrad.lower.llvm.lapack import render_lapack
+from fgrad.lower.llvm.sequences import render_sequence_op
+from fgrad.lower.schedule.partition import SEQUENCE_OPS
 from fgrad.lower.llvm.ops import I1, I64, OPS, Emitter, const, mem_type, reg_type
 from fgrad.lower.llvm.threads import Part, chunking, plan_parts, render_part, split_extent
 
@@ -393,6 +395,8 @@ def render_library_call(module: ir.Module, name: str, eqn: Eqn, split: bool,
     """Add the function computing library call `eqn`: a dot_general by fgrad's own GEMM (or,
     with FGRAD_GEMM=openblas, by OpenBLAS calls), by rows when the pool `split`s it, with
     the `epilogue` kernel (`epilogue_kernel` its IR) inside when given; LAPACK else."""
+    if eqn.primitive.name in SEQUENCE_OPS:
+        return render_sequence_op(module, name, eqn)
     if eqn.primitive.name != "dot_general":
         return render_lapack(module, name, eqn)
     if flags.gemm_library() == "native" and native_gemm_applies(eqn):

@@ -26,6 +26,7 @@ from fgrad.core.staging import trace_to_jaxpr
 from fgrad.core.trace import current_trace
 from fgrad.lower.schedule import expand_dot
 from fgrad.lower.schedule import expand_math
+from fgrad.lower.schedule.partition import native_sequence_applies
 
 Env = dict[int, Atom]
 Expander = Callable[["_Expansion", Eqn, list[Atom], list[Var]], list[Atom]]
@@ -82,10 +83,12 @@ NO_SEMANTICS = ("custom_lin: compiling it raises its impl's TypeError (a custom_
                 "function's tangent map has no evaluation semantics)")
 
 
-def _applies(eqn: Eqn) -> bool:
+def _applies(eqn: Eqn, native_library: bool = False) -> bool:
     name = eqn.primitive.name
     if name not in EXPANDERS:
         return False
+    if native_sequence_applies(eqn, native_library):
+        return False  # one library call (llvm/sequences.py)
     if name in CALL_LIKE or name == "custom_lin":
         return True
     if name == "dot_general" and not expand_dot.needs_expansion(eqn):
@@ -110,7 +113,8 @@ def _stage(fn: Callable[..., list[Any]], eqn: Eqn) -> Jaxpr:
 class _Expansion:
     """The equations of the expanded jaxpr, emitted in program order."""
 
-    def __init__(self) -> None:
+    def __init__(self, native_library: bool = False) -> None:
+        self.native_library = native_library
         self.eqns: list[Eqn] = []
 
     def emit(self, eqns: Sequence[Eqn], env: Env, rename: dict[int, Var] | None,
@@ -122,7 +126,7 @@ class _Expansion:
             ins = [_subst(a, env) for a in eqn.inputs]
             outs = list(eqn.outvars) if rename is None else \
                 [rename.get(id(v)) or Var(v.aval) for v in eqn.outvars]
-            if _applies(eqn):
+            if _applies(eqn, self.native_library):
                 results = EXPANDERS[eqn.primitive.name](self, eqn, ins, outs)
             else:
                 self.eqns.append(self._copy(eqn, ins, outs, source))
@@ -157,12 +161,13 @@ def _subst(a: Atom, env: Env) -> Atom:
     return a if isinstance(a, Literal) else env.get(id(a), a)
 
 
-def expand(jaxpr: Jaxpr) -> Jaxpr:
+def expand(jaxpr: Jaxpr, native_library: bool = False) -> Jaxpr:
     """`jaxpr` with every equation in EXPANDERS rewritten (module docstring); `jaxpr`
-    itself when there is none."""
-    if not any(_applies(e) for e in jaxpr.eqns):
+    itself when there is none. `native_library`: the backend has native library calls
+    (llvm), so a sort or cumulative op of a dtype it computes natively stays."""
+    if not any(_applies(e, native_library) for e in jaxpr.eqns):
         return jaxpr
-    ex = _Expansion()
+    ex = _Expansion(native_library)
     env: Env = {}
     ex.emit(jaxpr.eqns, env, None, None)
     outvars = [_subst(a, env) for a in jaxpr.outvars]

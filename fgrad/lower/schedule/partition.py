@@ -72,6 +72,9 @@ COSTLY = frozenset({"exp", "log", "sin", "cos", "tan", "tanh", "logistic", "log1
                     "erf", "pow", "atan2"})
 MAX_CONCAT_INPUTS = 16
 LINALG = frozenset({"cholesky", "triangular_solve", "lu", "qr", "svd"})
+SEQUENCE_OPS = frozenset({"sort", "cumsum", "cumprod", "cummax", "cummin"})
+NATIVE_SEQUENCE_DTYPES = (dtypes.float32, dtypes.float64, dtypes.int32, dtypes.int64,
+                          dtypes.uint32, dtypes.uint64)
 # fgrad.distributed's collectives: one mpi4py call from the host (docs/distributed.md).
 COLLECTIVES = frozenset({"psum", "pmean", "pmax", "pmin", "all_gather", "process_broadcast"})
 HALF_FROM = frozenset({dtypes.bool, dtypes.int8, dtypes.uint8, dtypes.int16, dtypes.uint16,
@@ -202,6 +205,9 @@ def host_reason(eqn: Eqn, half_native: bool = True, native_linalg: bool = True
     name = eqn.primitive.name
     if name in LINALG:
         return linalg_reason(eqn, native_linalg)
+    if name in SEQUENCE_OPS:
+        return None if native_sequence_applies(eqn, native_linalg) else (
+            f"{name} of this dtype is expanded before scheduling; a bug in expand")
     if name in CONTROL_FLOW:
         return "sub-programs compiled natively; the host runs the loop / picks the branch"
     if name == "dot_general":
@@ -225,6 +231,14 @@ def host_reason(eqn: Eqn, half_native: bool = True, native_linalg: bool = True
     if name == "concatenate" and len(eqn.inputs) > MAX_CONCAT_INPUTS:
         return f"concatenate of more than {MAX_CONCAT_INPUTS} operands"
     return None
+
+
+def native_sequence_applies(eqn: Eqn, native_library: bool = True) -> bool:
+    """Whether a sort or cumulative op is one native library call (llvm/sequences.py) on a
+    backend with library calls; others are expanded (a bitonic network, a prefix scan:
+    schedule/expand.py)."""
+    return native_library and eqn.primitive.name in SEQUENCE_OPS \
+        and eqn.inputs[0].aval.dtype in NATIVE_SEQUENCE_DTYPES
 
 
 def linalg_reason(eqn: Eqn, native_linalg: bool) -> str | None:
@@ -264,7 +278,8 @@ class _Graph:
         return not self.is_host(eqn) and eqn.primitive.name == "dot_general"
 
     def is_linalg(self, eqn: Eqn) -> bool:
-        return not self.is_host(eqn) and eqn.primitive.name in LINALG
+        return not self.is_host(eqn) and (eqn.primitive.name in LINALG
+                                          or eqn.primitive.name in SEQUENCE_OPS)
 
     def is_opaque(self, eqn: Eqn) -> bool:
         """Host steps, gemms and linalg calls: their operands and results live in buffers."""

@@ -1,0 +1,127 @@
+"""The llvm backend's native sort and cumulative ops (fgrad/lower/llvm/sequences.py) against
+independent references: Python's stable `sorted` with NaN ordered largest (first when
+descending), and NumPy's accumulate."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import fgrad
+import fgrad.lower  # noqa: F401  (registers the llvm compiler)
+from fgrad import Tensor
+from fgrad.lower.llvm import runtime as llvm_runtime
+from fgrad.transforms.jit_prim import open_jaxpr
+
+RNG = np.random.default_rng(5)
+SHAPES = [(1,), (2,), (7,), (16,), (17,), (33,), (1000,), (3, 31), (2, 3, 64), (4, 0), (0, 5)]
+DTYPES = [np.float32, np.float64, np.int32, np.int64, np.uint32, np.uint64]
+
+
+def _reference(x: np.ndarray, descending: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Values and indices, row by row, from Python's stable sort."""
+    rows = x.reshape(math.prod(x.shape[:-1]), x.shape[-1])
+    order = np.zeros(rows.shape, np.int32)
+    for r, row in enumerate(rows):
+        def key(i: int) -> tuple:
+            v = row[i].item()
+            nan = isinstance(v, float) and math.isnan(v)
+            if descending:
+                return (not nan, 0 if nan else -v)
+            return (nan, 0 if nan else v)
+        order[r] = sorted(range(len(row)), key=key)
+    values = np.take_along_axis(rows, order, axis=-1)
+    return values.reshape(x.shape), order.reshape(x.shape)
+
+
+def _sample(shape: tuple[int, ...], dtype: type) -> np.ndarray:
+    if np.issubdtype(dtype, np.floating):
+        x = RNG.integers(-5, 5, shape).astype(dtype)       # many ties
+        flat = x.reshape(-1)
+        specials = [np.nan, -0.0, 0.0, np.inf, -np.inf, np.nan]
+        for i, v in zip(RNG.permutation(flat.size)[:len(specials)], specials):
+            flat[i] = v
+        return x
+    info = np.iinfo(dtype)
+    x = RNG.integers(-3, 3, shape) if info.min < 0 else RNG.integers(0, 6, shape)
+    x = x.astype(dtype)
+    flat = x.reshape(-1)
+    for i, v in zip(RNG.permutation(flat.size)[:2], (info.min, info.max)):
+        flat[i] = v
+    return x
+
+
+@pytest.mark.parametrize("descending", [False, True])
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", SHAPES)
+def test_native_sort_matches_a_stable_sort(shape: tuple[int, ...], dtype: type,
+                                           descending: bool):
+    x = _sample(shape, dtype)
+    values, indices = fgrad.jit(lambda t: t.sort(-1, descending=descending),
+                                backend="llvm")(Tensor(x))
+    want_values, want_indices = _reference(x, descending)
+    np.testing.assert_array_equal(indices.numpy(), want_indices)
+    np.testing.assert_array_equal(values.numpy(), want_values)
+
+
+def test_sort_is_one_library_call_not_a_network():
+    x = Tensor(RNG.standard_normal((8, 1024)).astype(np.float32))
+    program = llvm_runtime.plan(open_jaxpr(fgrad.make_jaxpr(lambda t: t.sort(-1))(x))[0])
+    assert [e.primitive.name for e in program.library_calls.values()] == ["sort"]
+    assert not program.kernels
+    half = Tensor(RNG.standard_normal((4, 64)).astype(np.float16))   # no native half sort
+    program = llvm_runtime.plan(open_jaxpr(fgrad.make_jaxpr(lambda t: t.sort(-1))(half))[0])
+    assert not program.library_calls and program.kernels
+
+
+def test_gradient_and_vmap_through_the_native_sort():
+    x = RNG.standard_normal((3, 50)).astype(np.float64)
+    weights = np.arange(50, dtype=np.float64)
+
+    def loss(t: Tensor) -> Tensor:
+        return (t.sort(-1)[0] * Tensor(weights)).sum()
+    grad = fgrad.jit(fgrad.grad(loss), backend="llvm")(Tensor(x)).numpy()
+    order = np.argsort(x, axis=-1, kind="stable")
+    want = np.zeros_like(x)
+    np.put_along_axis(want, order, np.broadcast_to(weights, x.shape), axis=-1)
+    np.testing.assert_array_equal(grad, want)
+    per_row = fgrad.jit(fgrad.vmap(lambda r: r.sort(0, descending=True)[1]),
+                        backend="llvm")(Tensor(x)).numpy()
+    np.testing.assert_array_equal(per_row, np.argsort(-x, axis=-1, kind="stable"))
+
+
+CUMULATIVE = {"cumsum": np.add.accumulate, "cumprod": np.multiply.accumulate,
+              "cummax": np.maximum.accumulate, "cummin": np.minimum.accumulate}
+
+
+def _cumulative(op: str, x: Tensor, axis: int, reverse: bool) -> Tensor:
+    from fgrad.core.prims.reduce import cumulative
+    return cumulative(x, axis, reverse, op)
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize("op", list(CUMULATIVE))
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape,axis", [((1,), 0), ((37,), 0), ((5, 9), 0), ((5, 9), 1),
+                                        ((2, 3, 17), 1), ((3, 0, 4), 1), ((4, 6), 1)])
+def test_native_cumulative_matches_numpy(shape: tuple[int, ...], axis: int, dtype: type,
+                                         op: str, reverse: bool):
+    x = _sample(shape, dtype)
+    if op == "cumprod" and np.issubdtype(dtype, np.floating):
+        x = np.where(np.isfinite(x), x / 3, x).astype(dtype)
+    got = fgrad.jit(lambda t: _cumulative(op, t, axis, reverse), backend="llvm")(Tensor(x))
+    src = np.flip(x, axis) if reverse else x
+    with np.errstate(all="ignore"):
+        want = CUMULATIVE[op](src, axis=axis, dtype=x.dtype)
+    want = np.flip(want, axis) if reverse else want
+    np.testing.assert_array_equal(got.numpy(), want)   # same order of operations: exact
+
+
+def test_cumulative_ops_are_one_library_call_each():
+    x = Tensor(RNG.standard_normal((8, 1024)).astype(np.float32))
+    jaxpr = fgrad.make_jaxpr(lambda t: (t.cumsum(1), t.cumprod(0)))(x)
+    program = llvm_runtime.plan(open_jaxpr(jaxpr)[0])
+    assert sorted(e.primitive.name for e in program.library_calls.values()) == [
+        "cumprod", "cumsum"]
+    assert not program.kernels
