@@ -1,12 +1,18 @@
-"""dot_general without BLAS: a fused multiply-and-reduce for the dtypes gemm does not take.
+"""dot_general for the dtypes gemm does not take (integer, bool, float16/bfloat16 operands;
+see `gemm_layout.gemm_reason`).
 
-In: fgrad values x, y (tracers of schedule/expand.py's staging trace) and dimension_numbers of a
-dot_general that cannot be a gemm (integer, bool, float16/bfloat16 operands; see
-`gemm_layout.gemm_reason`). Out: the product, computed as reduce_sum over the contracted
-axes of a broadcast elementwise product, so the schedule makes ONE reduction kernel with the
-multiply fused in (nothing of the (batch, m, k, n) product is stored). Half precision is
-computed in float32 and rounded once, as the NumPy impl does; bool contracts with `or` of
-`and`, which is what the impl's integer matmul gives after the cast back to bool.
+In: fgrad values x, y (tracers of schedule/expand.py's staging trace) and dimension_numbers.
+Out: the product.
+- float16/bfloat16: the operands converted to float32, a float32 dot_general (a native
+  gemm: fgrad's own GEMM on llvm, the tiled kernel on opencl) and one rounding of the
+  float32 sums, as the NumPy impl (and XLA on CPU) computes it. The products of two halves
+  are exact in float32, so only the accumulation order differs from the impl. The
+  operand conversions are O(mk + kn) next to the O(mkn) product, and the rounding of the
+  result is an elementwise kernel the gemm runs as its epilogue.
+- integers and bool: reduce_sum over the contracted axes of a broadcast elementwise
+  product, so the schedule makes ONE reduction kernel with the multiply fused in (nothing
+  of the (batch, m, k, n) product is stored); bool contracts with `or` of `and`, which is
+  what the impl's integer matmul gives after the cast back to bool.
 """
 from __future__ import annotations
 
@@ -31,12 +37,14 @@ def needs_expansion(eqn: Any) -> bool:
 
 
 def dot_as_reduction(x: Any, y: Any, *, dimension_numbers: Any) -> list[Any]:
-    """dot_general(x, y) as reduce_sum(x[b, m, k, -] * y[b, -, k, n]) over k."""
-    (xc, yc), (xb, yb) = dimension_numbers
-    xf, yf = _free(x.ndim, xc, xb), _free(y.ndim, yc, yb)
+    """dot_general(x, y) as reduce_sum(x[b, m, k, -] * y[b, -, k, n]) over k, or, for half
+    precision, as a float32 gemm between conversions (module docstring)."""
     out_dtype = x.dtype
     if out_dtype in WIDENED:
         x, y = P.convert(x, dtypes.float32), P.convert(y, dtypes.float32)
+        return [P.convert(P.dot_general(x, y, dimension_numbers), out_dtype)]
+    (xc, yc), (xb, yb) = dimension_numbers
+    xf, yf = _free(x.ndim, xc, xb), _free(y.ndim, yc, yb)
     nb, nf, ng, nk = len(xb), len(xf), len(yf), len(xc)
     shape = (tuple(x.shape[a] for a in xb) + tuple(x.shape[a] for a in xf)
              + tuple(y.shape[a] for a in yf) + tuple(x.shape[a] for a in xc))
@@ -53,4 +61,4 @@ def dot_as_reduction(x: Any, y: Any, *, dimension_numbers: Any) -> list[Any]:
     else:
         product = P.mul_p.bind(wide_x, wide_y)
         out = P.reduce_sum(product, contract) if nk else product
-    return [P.convert(out, out_dtype) if out_dtype in WIDENED else out]
+    return [out]

@@ -22,7 +22,7 @@ SHAPES = [(1, 1, 1), (7, 31, 64), (31, 7, 257), (64, 257, 7), (257, 64, 31), (10
           (257, 1, 1000)]
 DTYPES = {"float32": np.float32, "float64": np.float64, "float16": np.float16,
           "bfloat16": ml_dtypes.bfloat16, "int32": np.int32}
-SLOW_DTYPE_LIMIT = 5_000_000   # multiply-adds: half/int matmuls run as fused kernels
+SLOW_DTYPE_LIMIT = 5_000_000   # multiply-adds: int32 matmuls run as fused kernels
 
 
 def _tolerance(name: str, k: int) -> dict[str, float]:
@@ -96,3 +96,18 @@ def test_split_path_matches_numpy(name: str, m: int, n: int, k: int) -> None:
     assert gemm_chunking(eqn)[0] > 1        # this shape takes the chunked path
     out = fgrad.jit(lambda x, y: x @ y, backend="llvm")(Tensor(a), Tensor(b))
     _check(out, a.astype(np.float64) @ b.astype(np.float64), name, k)
+
+
+@pytest.mark.parametrize("name", ["float16", "bfloat16"])
+def test_half_precision_is_a_float32_gemm_rounded_once(name: str):
+    a, b = _operand((257, 64), name), _operand((64, 31), name)
+    fn = fgrad.jit(lambda x, y: x @ y, backend="llvm")
+    text = fn.lower(Tensor(a), Tensor(b)).as_text()
+    assert "gemm f32 batch=() m=257 n=31 k=64" in text
+    out = fn(Tensor(a), Tensor(b))
+    assert out.dtype == getattr(fgrad.dtypes, name)
+    want = (a.astype(np.float64) @ b.astype(np.float64)).astype(np.float32).astype(DTYPES[name])
+    # float32 sums of exact products, rounded once: within one rounding of the exact result
+    got = out.numpy().astype(np.float64)
+    ulp = np.abs(want.astype(np.float64)) * {"float16": 2**-10, "bfloat16": 2**-7}[name]
+    assert np.all(np.abs(got - want.astype(np.float64)) <= ulp + 1e-6)

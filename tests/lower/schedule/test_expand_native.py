@@ -18,6 +18,7 @@ import fgrad
 import fgrad.lower
 from fgrad import Tensor, dtypes
 from fgrad.core import prims as P
+from fgrad.lower.kernel import program as program_lib
 from fgrad.lower.llvm import runtime as llvm_runtime
 from fgrad.lower.schedule.expand import expand
 from fgrad.transforms.jit_prim import open_jaxpr
@@ -334,11 +335,13 @@ def test_llvm_plan_has_no_host_steps(name: str) -> None:
 @pytest.mark.parametrize(("name", "n", "kernels"), [
     ("cumsum", 1000, 10), ("cummax", 8, 3), ("sort", 1024, 55), ("sort", 1000, 55)])
 def test_one_kernel_per_scan_pass_and_sort_stage(name: str, n: int, kernels: int) -> None:
-    """Passes and stages are stored, never merged into a kernel that recomputes them."""
+    """Passes and stages of the portable expansion (a backend without native library calls,
+    e.g. opencl; llvm makes each one call: tests/lower/llvm/test_native_sequences.py) are
+    stored, never merged into a kernel that recomputes them."""
     fn = (lambda t: t.sort()[0]) if name == "sort" else (lambda t: P.cumulative(
         t, 1, False, name))
     jaxpr, _ = open_jaxpr(fgrad.make_jaxpr(fn)(Tensor(np.ones((4, n), np.float32))))
-    program = llvm_runtime.plan(jaxpr)
+    program = program_lib.plan(jaxpr, native_linalg=False)
     assert len(program.kernels) == kernels and not program.schedule.hosts()
 
 
