@@ -297,9 +297,11 @@ class MathOpsMixin:
         return shifted, shifted.exp().sum(axes, keepdim=True), out_dtype
 
     def softmax(self, axis: int = -1, dtype: Any = None) -> "Tensor":
-        """exp(x) / sum(exp(x)) along `axis`, computed from x - max(x)."""
+        """exp(x) / sum(exp(x)) along `axis`, computed from x - max(x). Like PyTorch, it
+        multiplies by the sum's reciprocal (one division per row, not per element; within
+        an ulp of dividing)."""
         shifted, total, out_dtype = self._softmax_parts(axis, dtype)
-        return (shifted.exp() / total).cast(out_dtype)
+        return (shifted.exp() * total.reciprocal()).cast(out_dtype)
 
     def log_softmax(self, axis: int = -1, dtype: Any = None) -> "Tensor":
         """x - logsumexp(x) along `axis`."""
