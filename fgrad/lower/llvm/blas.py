@@ -135,16 +135,23 @@ def _arguments(b: ir.IRBuilder, d: GemmDims, ft: ir.Type) -> list[ir.Value]:
             slot(I32, d.lhs.ld), slot(ft, 0.0), slot(I32, max(1, d.n))]
 
 
-def render_gemm(module: ir.Module, name: str, eqn: Eqn) -> ir.Function:
-    """Add `void name(T* out, T* lhs, T* rhs)` computing the dot_general `eqn` with one BLAS
-    gemm call per batch entry (no call at all for an empty product)."""
+def _blas_view(renderer: str, name: str, eqn: Eqn) -> tuple[GemmDims, ir.Type, str]:
+    """The BLAS view of a float dot_general, its LLVM float type and gemm routine (the
+    routines registered); ValueError for anything else (a bug in the schedule)."""
     dims = gemm_dims(eqn)
     dtype = eqn.outvars[0].aval.dtype
     if dims is None or dtype not in FLOATS:
-        raise ValueError(f"render_gemm: {name} is not a BLAS-readable float dot_general "
+        raise ValueError(f"{renderer}: {name} is not a BLAS-readable float dot_general "
                          f"({eqn.inputs[0].aval} x {eqn.inputs[1].aval}); a bug in the schedule")
     register_symbols()
     ft, routine = FLOATS[dtype]
+    return dims, ft, routine
+
+
+def render_gemm(module: ir.Module, name: str, eqn: Eqn) -> ir.Function:
+    """Add `void name(T* out, T* lhs, T* rhs)` computing the dot_general `eqn` with one BLAS
+    gemm call per batch entry (no call at all for an empty product)."""
+    dims, ft, routine = _blas_view("render_gemm", name, eqn)
     fp = ft.as_pointer()
     fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [fp, fp, fp]), name=name)
     fn.linkage = "internal"
@@ -258,14 +265,8 @@ def _row_offset(b: ir.IRBuilder, row: ir.Value, d: GemmDims) -> ir.Value:
 def render_gemm_rows(module: ir.Module, name: str, eqn: Eqn) -> ir.Function:
     """Add `void name(T* out, T* lhs, T* rhs, i64 start, i64 stop)`: rows [start, stop) of
     the stacked outputs (batch entry r // m, row r % m), one BLAS gemm per batch entry."""
-    dims = gemm_dims(eqn)
-    dtype = eqn.outvars[0].aval.dtype
-    if dims is None or dtype not in FLOATS:
-        raise ValueError(f"render_gemm_rows: {name} is not a BLAS-readable float dot_general "
-                         f"({eqn.inputs[0].aval} x {eqn.inputs[1].aval}); a bug in the schedule")
-    register_symbols()
+    dims, ft, routine = _blas_view("render_gemm_rows", name, eqn)
     single_threaded_blas()
-    ft, routine = FLOATS[dtype]
     fp = ft.as_pointer()
     fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [fp, fp, fp, I64, I64]), name=name)
     fn.linkage = "internal"
