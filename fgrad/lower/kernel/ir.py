@@ -13,6 +13,7 @@ see those expressions too.
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any, Union
 
@@ -282,6 +283,29 @@ def pp_kernel(kernel: Kernel) -> str:
     for s in kernel.body:
         printer.stmt(s, "  ")
     return "\n".join(printer.lines)
+
+
+def kernel_fingerprint(kernel: Kernel) -> str:
+    """Every field of the kernel but its name, serialized (a node shared in the expression
+    DAG once, then by number), so two kernels have equal fingerprints exactly when they
+    are the same loop nest: a cache key that needs no rendering. Generic over the
+    dataclasses' fields, so a field added later is part of it too."""
+    numbers: dict[int, int] = {}
+
+    def node(x: Any) -> str:
+        if isinstance(x, (tuple, list)):
+            return "(" + ",".join(node(i) for i in x) + ")"
+        if isinstance(x, frozenset):
+            return "{" + ",".join(sorted(node(i) for i in x)) + "}"
+        if not dataclasses.is_dataclass(x) or isinstance(x, type):
+            return f"{type(x).__name__}:{x!r}"
+        if id(x) in numbers:
+            return f"#{numbers[id(x)]}"
+        numbers[id(x)] = len(numbers)
+        fields = ",".join(f"{f.name}={node(getattr(x, f.name))}" for f in dataclasses.fields(x)
+                          if not (x is kernel and f.name == "name"))
+        return f"{type(x).__name__}({fields})"
+    return node(kernel)
 
 
 # ---------------------------------------------------------------------------- checking

@@ -4,8 +4,11 @@ In: a program's kernels. Out: for each, an exported symbol named by a hash of it
 (`fgk_<hash>`), its function type, and its object code; the runtime declares the symbols in
 the program's (small) entry module and loads the objects into the program's engine.
 
-A kernel's IR is rendered alone (its name replaced by a fixed one before hashing), so two
-programs that contain the same loop nest over the same shapes share one entry: in memory
+A kernel's key hashes its kernel IR (`kernel_fingerprint`: every field but its name) with
+the source of the lowering (the kernel and llvm rooms), its thread split and its level, so
+a kernel found in a cache is never rendered to LLVM IR (on a warm start that rendering was
+a third of the time); two programs that contain the same loop nest over the same shapes
+share one entry: in memory
 (`_OBJECTS`, least recently used dropped past `KEPT`), and on disk (`disk_cache`, folder
 "llvm_kernels"). Kernels found in neither are compiled on a thread pool, in parallel for real
 (`llvm_target.run_pipeline`: each thread has its own LLVM context and target machine).
@@ -25,6 +28,7 @@ import concurrent.futures
 import functools
 import hashlib
 import os
+import pathlib
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -33,12 +37,12 @@ import llvmlite.binding as llvm
 from llvmlite import ir
 
 from fgrad.core.ir import Eqn
-from fgrad.lower.kernel.ir import Kernel
+from fgrad.lower.kernel.ir import Kernel, kernel_fingerprint
 from fgrad.lower.llvm import disk_cache
 from fgrad.lower.llvm import target as llvm_target
 from fgrad.lower.llvm.blas import library_chunking
-from fgrad.lower.llvm.render import render_kernel, render_library_call
-from fgrad.lower.llvm.threads import kernel_work
+from fgrad.lower.llvm.render import kernel_function_type, render_kernel, render_library_call
+from fgrad.lower.llvm.threads import kernel_work, split_extent
 
 FOLDER = "llvm_kernels"
 KEPT = 4096
@@ -125,6 +129,40 @@ def _workers(jobs: int) -> int:
                       else os.cpu_count() or 1))
 
 
+@functools.cache
+def _lowering_source() -> str | None:
+    """A hash of the source of everything between kernel IR and LLVM IR (the kernel and
+    llvm rooms, the dtypes), or None when the source files are not there to read."""
+    lower = pathlib.Path(__file__).resolve().parent.parent
+    files = sorted([*lower.glob("kernel/*.py"), *lower.glob("llvm/*.py")])
+    files.append(lower.parent / "core" / "dtypes.py")
+    digest = hashlib.sha256()
+    try:
+        for path in files:
+            digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    except OSError:
+        return None
+    return digest.hexdigest() if len(files) > 1 else None
+
+
+def _kernel_key(kernel: Kernel, key_of: Callable[[str], str]) -> tuple[str, int | None]:
+    """A kernel's cache key and speed level. The key hashes the kernel IR itself (with
+    the lowering's source, the split and the level), so a kernel found in a cache is not
+    even rendered to LLVM IR; without the source files, it hashes the LLVM text."""
+    level = LIGHT if kernel_work(kernel.body) <= LIGHT_WORK else None
+    source = _lowering_source()
+    if source is None:
+        text, _ = _kernel_text(kernel)
+        return key_of(text if level is None else f"O{level}\n{text}"), level
+    described = f"kernel-ir\n{source}\n{split_extent(kernel)}\n{level}\n"
+    return key_of(described + kernel_fingerprint(kernel)), level
+
+
+def _text_of(item: str | Kernel) -> str:
+    """The LLVM IR text of a unit to compile (a kernel is rendered only now)."""
+    return item if isinstance(item, str) else _kernel_text(item)[0]
+
+
 def _library_text(eqn: Eqn, split: bool, epilogue: tuple[CompiledKernel, Kernel] | None
                   ) -> tuple[str, ir.FunctionType]:
     """A library call's function alone as an LLVM module (named `_NEUTRAL`, exported), with
@@ -149,13 +187,11 @@ def compile_kernels(kernels: Sequence[Kernel], key_of: Callable[[str], str],
     (e.g. the shared GEMM routines, optimized at `texts_speed_level`): from memory, disk,
     or compiled now, all missing ones in one parallel batch. `key_of(ir_text)` hashes the
     text with the toolchain and host."""
-    found: dict[str, tuple[str, str, ir.FunctionType]] = {}
+    found: dict[str, tuple[str, str | Kernel, ir.FunctionType]] = {}
     levels: dict[str, int | None] = {}
     for kernel in kernels:
-        text, ftype = _kernel_text(kernel)
-        level = LIGHT if kernel_work(kernel.body) <= LIGHT_WORK else None
-        key = key_of(text if level is None else f"O{level}\n{text}")
-        found[kernel.name], levels[key] = (key, text, ftype), level
+        key, level = _kernel_key(kernel, key_of)
+        found[kernel.name], levels[key] = (key, kernel, kernel_function_type(kernel)), level
     by_name = {k.name: k for k in kernels}
     split = library_chunking(library_calls or {})
     for name, eqn in (library_calls or {}).items():
@@ -169,7 +205,8 @@ def compile_kernels(kernels: Sequence[Kernel], key_of: Callable[[str], str],
     wanted.update({key: (text, texts_speed_level)
                    for key, text in zip(text_keys, texts, strict=True)})
     objects = {key: obj for key in wanted if (obj := _cached(key)) is not None}
-    objects.update(_build_all({key: job for key, job in wanted.items() if key not in objects}))
+    objects.update(_build_all({key: (_text_of(text), level) for key, (text, level)
+                               in wanted.items() if key not in objects}))
     compiled = {name: CompiledKernel(_symbol(key), ftype, objects[key])
                 for name, (key, _, ftype) in found.items()}
     return compiled, [objects[key] for key in text_keys]

@@ -50,9 +50,7 @@ class _KernelRenderer:
 
     def __init__(self, module: ir.Module, kernel: Kernel, split: bool):
         self.kernel = kernel
-        args = [ir.PointerType(mem_type(p.dtype)) for p in kernel.params]
-        self.fn = ir.Function(module, ir.FunctionType(ir.VoidType(), args + [I64, I64] * split),
-                              name=kernel.name)
+        self.fn = ir.Function(module, _signature(kernel, split), name=kernel.name)
         self.fn.linkage = "internal"
         for arg, p in zip(self.fn.args, kernel.params, strict=False):
             arg.name = p.name
@@ -328,10 +326,24 @@ def _conds(stmts: Sequence[Stmt]) -> list[Cond]:
     return found
 
 
+def _signature(kernel: Kernel, split: bool) -> ir.FunctionType:
+    args = [ir.PointerType(mem_type(p.dtype)) for p in kernel.params]
+    return ir.FunctionType(ir.VoidType(), args + [I64, I64] * split)
+
+
+def _splits(kernel: Kernel) -> bool:
+    return split_extent(kernel) > 0 or kernel.row_range
+
+
+def kernel_function_type(kernel: Kernel) -> ir.FunctionType:
+    """The type of the function `render_kernel` makes of `kernel` (without rendering)."""
+    return _signature(kernel, _splits(kernel))
+
+
 def render_kernel(module: ir.Module, kernel: Kernel) -> ir.Function:
     """Add `kernel` to `module` as an internal function; a kernel that threads split
     (`llvm_threads.split_extent`) takes two more i64 arguments: its loop's [start, stop)."""
-    return _KernelRenderer(module, kernel, split_extent(kernel) > 0 or kernel.row_range).render()
+    return _KernelRenderer(module, kernel, _splits(kernel)).render()
 
 
 def _call(b: ir.IRBuilder, buffers: ir.Value, target: ir.Function, slots: Sequence[int],

@@ -82,3 +82,31 @@ def test_compile_time_is_logged_at_info(caplog: Any, tmp_path: Any, monkeypatch:
         fgrad.jit(lambda x: (x * 3.5).tanh(), backend="llvm")(Tensor(np.ones(5, np.float32)))
     lines = [r.getMessage() for r in caplog.records if r.name == "fgrad.compile"]
     assert lines and "kernels" in lines[-1] and " ms" in lines[-1]
+
+
+def test_a_cached_kernel_is_not_even_rendered(tmp_path: Any, monkeypatch: Any):
+    monkeypatch.setenv("FGRAD_CACHE_DIR", str(tmp_path))
+    x = RNG.standard_normal((23, 41)).astype(np.float32)
+    fn = lambda t: (t * 3.25).softmax(axis=1) + t.sum(axis=0)   # noqa: E731
+    first = fgrad.jit(fn, backend="llvm")(Tensor(x)).numpy()
+    llvm_runtime.clear_memory_cache()
+    rendered: list[str] = []
+    real = kernel_cache._kernel_text
+    monkeypatch.setattr(kernel_cache, "_kernel_text",
+                        lambda k: rendered.append(k.name) or real(k))
+    again = fgrad.jit(fn, backend="llvm")(Tensor(x)).numpy()   # a new program, same kernels
+    assert rendered == []
+    np.testing.assert_array_equal(again, first)
+
+
+def test_kernel_keys_tell_apart_what_the_llvm_text_would():
+    x = Tensor(RNG.standard_normal((8, 16)).astype(np.float32))
+    programs = [fgrad.make_jaxpr(f)(x) for f in (
+        lambda a: a * 2.0, lambda a: a * 2.5, lambda a: (a * 2.0).exp(), lambda a: a.exp() * 2.0,
+        lambda a: a.sum(axis=0), lambda a: a.sum(axis=1), lambda a: a.max(axis=1))]
+    kernels = [k for j in programs for k in llvm_runtime.plan(open_jaxpr(j)[0]).kernels]
+    keys = {kernel_cache._kernel_key(k, llvm_runtime.cache_key)[0] for k in kernels}
+    texts = {kernel_cache._kernel_text(k)[0] for k in kernels}
+    assert len(keys) == len(texts) == len(kernels)
+    for k in kernels:   # the declared type without rendering is the rendered one
+        assert kernel_cache.kernel_function_type(k) == kernel_cache._kernel_text(k)[1]
