@@ -31,11 +31,13 @@ import os
 import pathlib
 import threading
 from collections.abc import Callable, Sequence
+from typing import Union
 from dataclasses import dataclass
 
 import llvmlite.binding as llvm
 from llvmlite import ir
 
+from fgrad import flags
 from fgrad.core.ir import Eqn
 from fgrad.lower.kernel.ir import Kernel, kernel_fingerprint
 from fgrad.lower.llvm import disk_cache
@@ -129,12 +131,50 @@ def _workers(jobs: int) -> int:
                       else os.cpu_count() or 1))
 
 
+class _Signatures:
+    """Function types of library calls by key, in memory and on disk (folder
+    "llvm_signatures"), written as the types' names, one per argument; anything else read
+    back is a miss."""
+
+    FOLDER = "llvm_signatures"
+    _TYPES = {str(t): t for t in (ir.IntType(8), ir.IntType(32), ir.IntType(64),
+                                  ir.HalfType(), ir.FloatType(), ir.DoubleType())}
+
+    def __init__(self) -> None:
+        self._known: dict[str, ir.FunctionType] = {}
+
+    def store(self, key: str, ftype: ir.FunctionType) -> None:
+        """Remember the (void) function type of unit `key`."""
+        self._known[key] = ftype
+        disk_cache.store(key, ",".join(str(a) for a in ftype.args).encode(), self.FOLDER)
+
+    def load(self, key: str) -> ir.FunctionType | None:
+        """The function type of unit `key`, or None when unknown or unreadable."""
+        if key in self._known:
+            return self._known[key]
+        data = disk_cache.load(key, self.FOLDER)
+        if data is None:
+            return None
+        args = []
+        for name in data.decode("ascii", "replace").split(","):
+            base = self._TYPES.get(name.rstrip("*"))
+            depth = len(name) - len(name.rstrip("*"))
+            if base is None or depth > 1 or (not name and data):
+                return None
+            args.append(base.as_pointer() if depth else base)
+        self._known[key] = ftype = ir.FunctionType(ir.VoidType(), args if data else [])
+        return ftype
+
+
+signatures = _Signatures()
+
+
 @functools.cache
 def _lowering_source() -> str | None:
-    """A hash of the source of everything between kernel IR and LLVM IR (the kernel and
-    llvm rooms, the dtypes), or None when the source files are not there to read."""
+    """A hash of the source of everything between an equation or kernel IR and LLVM IR
+    (fgrad/lower, the dtypes), or None when the source files are not there to read."""
     lower = pathlib.Path(__file__).resolve().parent.parent
-    files = sorted([*lower.glob("kernel/*.py"), *lower.glob("llvm/*.py")])
+    files = sorted(lower.glob("**/*.py"))
     files.append(lower.parent / "core" / "dtypes.py")
     digest = hashlib.sha256()
     try:
@@ -158,9 +198,40 @@ def _kernel_key(kernel: Kernel, key_of: Callable[[str], str]) -> tuple[str, int 
     return key_of(described + kernel_fingerprint(kernel)), level
 
 
-def _text_of(item: str | Kernel) -> str:
-    """The LLVM IR text of a unit to compile (a kernel is rendered only now)."""
-    return item if isinstance(item, str) else _kernel_text(item)[0]
+Unit = Union[str, Kernel, Callable[[], str]]  # LLVM IR text, or what renders it when needed
+
+
+def _text_of(item: Unit) -> str:
+    """The LLVM IR text of a unit to compile (rendered only now when it was not)."""
+    if isinstance(item, str):
+        return item
+    return _kernel_text(item)[0] if isinstance(item, Kernel) else item()
+
+
+def _library_unit(eqn: Eqn, chunks: tuple[int, int, int] | None,
+                  epilogue: tuple[CompiledKernel, Kernel] | None,
+                  key_of: Callable[[str], str]) -> tuple[str, Unit, ir.FunctionType]:
+    """(key, unit, function type) of a library call. Keyed by the equation (primitive,
+    params, avals), its split, its epilogue's symbol, the gemm setting and the lowering's
+    source, so that with its signature remembered (`signatures`) it is rendered only
+    when compiled; else keyed by its LLVM text."""
+    source = _lowering_source()
+    render = functools.partial(_library_text, eqn, chunks is not None, epilogue)
+    if source is None:
+        text, ftype = render()
+        return key_of(text), text, ftype
+    params = sorted((k, repr(v)) for k, v in eqn.params.items())
+    described = "\n".join(["library", source, flags.gemm_library(), repr(chunks),
+                            epilogue[0].symbol if epilogue else "-", eqn.primitive.name,
+                            repr(params), repr([str(a.aval) for a in eqn.inputs]),
+                            repr([str(v.aval) for v in eqn.outvars])])
+    key = key_of(described)
+    ftype = signatures.load(key)
+    if ftype is None:
+        text, ftype = render()
+        signatures.store(key, ftype)
+        return key, text, ftype
+    return key, lambda: render()[0], ftype
 
 
 def _library_text(eqn: Eqn, split: bool, epilogue: tuple[CompiledKernel, Kernel] | None
@@ -187,7 +258,7 @@ def compile_kernels(kernels: Sequence[Kernel], key_of: Callable[[str], str],
     (e.g. the shared GEMM routines, optimized at `texts_speed_level`): from memory, disk,
     or compiled now, all missing ones in one parallel batch. `key_of(ir_text)` hashes the
     text with the toolchain and host."""
-    found: dict[str, tuple[str, str | Kernel, ir.FunctionType]] = {}
+    found: dict[str, tuple[str, Unit, ir.FunctionType]] = {}
     levels: dict[str, int | None] = {}
     for kernel in kernels:
         key, level = _kernel_key(kernel, key_of)
@@ -198,8 +269,7 @@ def compile_kernels(kernels: Sequence[Kernel], key_of: Callable[[str], str],
         fused = (epilogues or {}).get(name)
         epilogue = None if fused is None else (
             CompiledKernel(_symbol(found[fused][0]), found[fused][2], b""), by_name[fused])
-        text, ftype = _library_text(eqn, name in split, epilogue)
-        found[name] = (key_of(text), text, ftype)
+        found[name] = _library_unit(eqn, split.get(name), epilogue, key_of)
     text_keys = [key_of(f"O{texts_speed_level}\n{text}") for text in texts]
     wanted = {key: (text, levels.get(key)) for key, text, _ in found.values()}
     wanted.update({key: (text, texts_speed_level)
@@ -244,3 +314,4 @@ def clear_memory() -> None:
     """Forget the kernel objects kept in memory (the disk cache stays)."""
     with _lock:
         _OBJECTS.clear()
+        signatures._known.clear()

@@ -84,19 +84,40 @@ def test_compile_time_is_logged_at_info(caplog: Any, tmp_path: Any, monkeypatch:
     assert lines and "kernels" in lines[-1] and " ms" in lines[-1]
 
 
-def test_a_cached_kernel_is_not_even_rendered(tmp_path: Any, monkeypatch: Any):
+def test_a_cached_kernel_or_library_call_is_not_even_rendered(tmp_path: Any, monkeypatch: Any):
     monkeypatch.setenv("FGRAD_CACHE_DIR", str(tmp_path))
     x = RNG.standard_normal((23, 41)).astype(np.float32)
-    fn = lambda t: (t * 3.25).softmax(axis=1) + t.sum(axis=0)   # noqa: E731
-    first = fgrad.jit(fn, backend="llvm")(Tensor(x)).numpy()
-    llvm_runtime.clear_memory_cache()
+    w = RNG.standard_normal((41, 19)).astype(np.float32)
+
+    def fn(t: Tensor, v: Tensor) -> Any:
+        return (t * 3.25).softmax(axis=1) + t.sum(axis=0), (t @ v).relu(), t.sort(1)[0]
+    first = [o.numpy() for o in fgrad.jit(fn, backend="llvm")(Tensor(x), Tensor(w))]
+    llvm_runtime.clear_memory_cache()   # as a new process: only the disk cache is left
     rendered: list[str] = []
-    real = kernel_cache._kernel_text
+    real_kernel, real_library = kernel_cache._kernel_text, kernel_cache._library_text
     monkeypatch.setattr(kernel_cache, "_kernel_text",
-                        lambda k: rendered.append(k.name) or real(k))
-    again = fgrad.jit(fn, backend="llvm")(Tensor(x)).numpy()   # a new program, same kernels
+                        lambda k: rendered.append(k.name) or real_kernel(k))
+    monkeypatch.setattr(kernel_cache, "_library_text",
+                        lambda *a: rendered.append("library") or real_library(*a))
+    again = fgrad.jit(fn, backend="llvm")(Tensor(x), Tensor(w))   # a new program
     assert rendered == []
-    np.testing.assert_array_equal(again, first)
+    for got, want in zip(again, first, strict=True):
+        np.testing.assert_array_equal(got.numpy(), want)
+
+
+def test_a_damaged_signature_entry_reads_as_a_miss(tmp_path: Any, monkeypatch: Any):
+    monkeypatch.setenv("FGRAD_CACHE_DIR", str(tmp_path))
+    signatures = kernel_cache.signatures
+    from llvmlite import ir
+    ftype = ir.FunctionType(ir.VoidType(), [ir.FloatType().as_pointer(), ir.IntType(64)])
+    signatures.store("k1", ftype)
+    kernel_cache.clear_memory()
+    assert str(signatures.load("k1")) == str(ftype)
+    from fgrad.lower.llvm import disk_cache
+    for junk in (b"float**", b"struct*", b"float*,,i64", b"\xff"):
+        disk_cache.store("k2", junk, signatures.FOLDER)
+        kernel_cache.clear_memory()
+        assert signatures.load("k2") is None
 
 
 def test_kernel_keys_tell_apart_what_the_llvm_text_would():
