@@ -43,7 +43,8 @@ from fgrad.lower.kernel.ir import Kernel, kernel_fingerprint
 from fgrad.lower.llvm import disk_cache
 from fgrad.lower.llvm import target as llvm_target
 from fgrad.lower.llvm.blas import library_chunking
-from fgrad.lower.llvm.render import kernel_function_type, render_kernel, render_library_call
+from fgrad.lower.llvm.render import (kernel_function_type, register_library_symbols,
+                                     render_kernel, render_library_call)
 from fgrad.lower.llvm.threads import kernel_work, split_extent
 
 FOLDER = "llvm_kernels"
@@ -215,6 +216,7 @@ def _library_unit(eqn: Eqn, chunks: tuple[int, int, int] | None,
     params, avals), its split, its epilogue's symbol, the gemm setting and the lowering's
     source, so that with its signature remembered (`signatures`) it is rendered only
     when compiled; else keyed by its LLVM text."""
+    register_library_symbols(eqn)   # its code may come from a cache, never rendered
     source = _lowering_source()
     render = functools.partial(_library_text, eqn, chunks is not None, epilogue)
     if source is None:

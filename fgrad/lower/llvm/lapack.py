@@ -30,7 +30,8 @@ from llvmlite import ir
 from scipy.linalg import lapack
 
 from fgrad.core.ir import Eqn
-from fgrad.lower.llvm.lapack_builder import FLOATS, I32, I64, LapackBuilder
+from fgrad.lower.llvm.blas import register_routine
+from fgrad.lower.llvm.lapack_builder import FLOATS, I32, I64, LapackBuilder, _register_libc
 
 ORGQR_BLOCK = 64  # ?orgqr's workspace: columns x block size (LAPACK's documented optimum)
 
@@ -174,6 +175,20 @@ def _svd(g: LapackBuilder) -> None:
 BODIES: dict[str, Callable[[LapackBuilder], None]] = {
     "cholesky": _cholesky, "triangular_solve": _triangular_solve, "lu": _lu, "qr": _qr,
     "svd": _svd}
+
+
+ROUTINES = {"cholesky": [("potrf", "lapack")], "triangular_solve": [("trsm", "blas")],
+            "lu": [("getrf", "lapack")], "qr": [("geqrf", "lapack"), ("orgqr", "lapack")],
+            "svd": [("gesdd", "lapack")]}  # what each body calls (LapackBuilder.routine)
+
+
+def register_lapack_symbols(eqn: Eqn) -> None:
+    """Make the routines the linalg call `eqn` calls, and malloc/free, resolvable by MCJIT
+    (needed before linking its object code, which a warm cache gives without rendering)."""
+    _, prefix = FLOATS[eqn.inputs[0].aval.dtype]
+    for base, library in ROUTINES[eqn.primitive.name]:
+        register_routine(prefix + base, library)
+    _register_libc()
 
 
 def render_lapack(module: ir.Module, name: str, eqn: Eqn) -> ir.Function:

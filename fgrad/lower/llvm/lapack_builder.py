@@ -102,6 +102,9 @@ class LapackBuilder:
     def routine(self, base: str, spec: str, library: str = "lapack") -> ir.Function:
         """Declare `fgrad_<s|d><base>` with arguments by `spec`: c = char*, i = int*,
         f = float* (of this dtype), e.g. potrf: "cifii"."""
+        from fgrad.lower.llvm.lapack import ROUTINES
+        assert (base, library) in ROUTINES[self.eqn.primitive.name], \
+            f"{base} is missing from lapack.ROUTINES[{self.eqn.primitive.name!r}]"
         symbol = register_routine(self.prefix + base, library)
         if symbol in self.module.globals:
             return self.module.globals[symbol]

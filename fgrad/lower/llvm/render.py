@@ -25,11 +25,11 @@ from fgrad.lower.kernel.build import identity
 from fgrad.lower.kernel.ir import (AccInit, AccRead, AccUpdate, Cond, Const, Expr, IndexPred,
                                    IndexValue, Kernel, Load, Loop, Op, Stmt, Store)
 from fgrad import flags
-from fgrad.lower.llvm.blas import render_gemm
+from fgrad.lower.llvm.blas import register_symbols, render_gemm, single_threaded_blas
 from fgrad.lower.llvm.gemm_native import (epilogue_row_scale, native_gemm_applies,
                                           render_native_gemm, render_native_gemm_rows)
 from fgrad.lower.llvm.blas import library_chunking, render_gemm_rows
-from fgrad.lower.llvm.lapack import render_lapack
+from fgrad.lower.llvm.lapack import register_lapack_symbols, render_lapack
 from fgrad.lower.llvm.sequences import render_sequence_op
 from fgrad.lower.schedule.partition import SEQUENCE_OPS
 from fgrad.lower.llvm.ops import I1, I64, OPS, Emitter, const, mem_type, reg_type
@@ -399,6 +399,19 @@ def entry_names(segment: int, parts: Sequence[Part]) -> list[str]:
     if len(parts) == 1 and not parts[0].parallel:
         return [f"seg{segment}"]
     return [f"seg{segment}_p{k}" for k in range(len(parts))]
+
+
+def register_library_symbols(eqn: Eqn) -> None:
+    """Make the process symbols library call `eqn`'s code calls (OpenBLAS gemm, LAPACK,
+    malloc/free) resolvable by MCJIT. Rendering does it too; object code from a cache is
+    linked without rendering, so the runtime calls this for every library call."""
+    if eqn.primitive.name in SEQUENCE_OPS:
+        return
+    if eqn.primitive.name != "dot_general":
+        register_lapack_symbols(eqn)
+    elif not (flags.gemm_library() == "native" and native_gemm_applies(eqn)):
+        register_symbols()
+        single_threaded_blas()
 
 
 def render_library_call(module: ir.Module, name: str, eqn: Eqn, split: bool,

@@ -131,3 +131,42 @@ def test_kernel_keys_tell_apart_what_the_llvm_text_would():
     assert len(keys) == len(texts) == len(kernels)
     for k in kernels:   # the declared type without rendering is the rendered one
         assert kernel_cache.kernel_function_type(k) == kernel_cache._kernel_text(k)[1]
+
+
+WARM_PROBE = """
+import numpy as np, fgrad
+import fgrad.scipy.linalg as sl
+from fgrad import Tensor
+rng = np.random.default_rng(0)
+a = rng.standard_normal((40, 40)); spd = a @ a.T + 40 * np.eye(40)
+x = rng.standard_normal((300, 200)).astype(np.float32)
+w = rng.standard_normal((200, 100)).astype(np.float32)
+with fgrad.config.override(gemm="openblas"):
+    blas = fgrad.jit(lambda p, q: (p @ q, (p @ q).relu()))(Tensor(x), Tensor(w))
+native = fgrad.jit(lambda p, q: ((p @ q) * 2).tanh())(Tensor(x), Tensor(w))
+sort = fgrad.jit(lambda p: p.sort(1)[0].cumsum(1))(Tensor(x))
+def linalg(s):
+    c = s.cholesky()
+    return (c, sl.lu_factor(s)[0], s.qr()[1], s.svd()[1],
+            sl.solve_triangular(c, s, lower=True))
+got = [t.numpy() for t in fgrad.jit(linalg)(Tensor(spd))]
+np.testing.assert_allclose(blas[0].numpy(), x @ w, rtol=1e-4, atol=1e-3)
+np.testing.assert_allclose(native.numpy(), np.tanh((x @ w) * 2), rtol=1e-4, atol=1e-4)
+np.testing.assert_allclose(sort.numpy(), np.sort(x, 1).cumsum(1), rtol=1e-5, atol=1e-4)
+chol = np.linalg.cholesky(spd)
+np.testing.assert_allclose(got[0], chol, rtol=1e-10, atol=1e-10)
+np.testing.assert_allclose(np.abs(got[2]), np.abs(np.linalg.qr(spd)[1]), rtol=1e-8, atol=1e-8)
+np.testing.assert_allclose(got[3], np.linalg.svd(spd)[1], rtol=1e-10)
+np.testing.assert_allclose(got[4], np.linalg.solve(chol, spd), rtol=1e-8, atol=1e-8)
+print("ok")
+"""
+
+
+def test_a_fresh_process_runs_library_calls_from_a_warm_cache(tmp_path: Any):
+    """Library calls linked from cached object code, never rendered in this process, still
+    find their BLAS/LAPACK symbols (a missing symbol would crash at call time)."""
+    from tests.subprocess_probe import run_probe
+    env = {"FGRAD_CACHE_DIR": str(tmp_path)}
+    assert run_probe(WARM_PROBE, env=env).strip() == "ok"          # cold: compiles, caches
+    assert os.listdir(tmp_path / kernel_cache.FOLDER)
+    assert run_probe(WARM_PROBE, env=env).strip() == "ok"          # warm: nothing rendered
