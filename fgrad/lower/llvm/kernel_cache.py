@@ -158,13 +158,16 @@ class _Signatures:
             return None
         args = []
         for name in data.decode("ascii", "replace").split(","):
-            base = self._TYPES.get(name.rstrip("*"))
-            depth = len(name) - len(name.rstrip("*"))
-            if base is None or depth > 1 or (not name and data):
+            base = self._TYPES.get(name.removesuffix("*"))
+            if base is None or name.count("*") > 1:
                 return None
-            args.append(base.as_pointer() if depth else base)
-        self._known[key] = ftype = ir.FunctionType(ir.VoidType(), args if data else [])
+            args.append(base.as_pointer() if name.endswith("*") else base)
+        self._known[key] = ftype = ir.FunctionType(ir.VoidType(), args)
         return ftype
+
+    def clear(self) -> None:
+        """Forget the types kept in memory (the disk entries stay)."""
+        self._known.clear()
 
 
 signatures = _Signatures()
@@ -316,4 +319,4 @@ def clear_memory() -> None:
     """Forget the kernel objects kept in memory (the disk cache stays)."""
     with _lock:
         _OBJECTS.clear()
-        signatures._known.clear()
+        signatures.clear()

@@ -103,6 +103,7 @@ class _SortBuilder(_Builder):
         self.descending = bool(eqn.params["descending"])
         shape = eqn.inputs[0].aval.shape
         self.n, self.rows = shape[-1], math.prod(shape[:-1])
+        self.slots_per_value = eqn.inputs[0].aval.dtype.itemsize // 4  # int32 scratch slots
 
     def key(self, row: ir.Value, position: ir.Value) -> ir.Value:
         """x[row, position] (position an i32 from a permutation)."""
@@ -199,7 +200,7 @@ class _SortBuilder(_Builder):
         def row_sort(r: ir.Value) -> None:
             row = b.mul(r, n)
             perm = b.gep(self.indices, [row], inbounds=True)
-            scratch = b.gep(scratch_of_row, [b.mul(row, _c(self.ty_size_in_i32()))],
+            scratch = b.gep(scratch_of_row, [b.mul(row, _c(self.slots_per_value))],
                             inbounds=True)
             self.loop(_c(0), n, 1, lambda k: b.store(b.trunc(k, I32),
                                                      b.gep(perm, [k], inbounds=True)))
@@ -226,10 +227,6 @@ class _SortBuilder(_Builder):
         self.loop(_c(0), _c(self.rows), 1, row_sort)
         b.ret_void()
         return self.fn
-
-    def ty_size_in_i32(self) -> int:
-        """How many int32 slots one element of `values` spans (1 or 2)."""
-        return 2 if self.ty in (I64, ir.DoubleType()) else 1
 
 
 class _ScanBuilder(_Builder):
