@@ -18,11 +18,15 @@ non-blocking lock) takes the general path instead. docs/dispatch.md has the meas
 from __future__ import annotations
 
 import ctypes
+import math
 import operator
 import threading
+import weakref
 from typing import Any, Callable
 
 import numpy as np
+
+from fgrad.lower.llvm.buffer_pool import MIN_POOLED_BYTES, POOL
 
 KEEP_BYTES = 4096  # inputs up to this size stay referenced between calls; outputs use scratch
 _ENTRY_BY_ADDRESS = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
@@ -104,3 +108,40 @@ class LeanCall:
                     self._table[slot] = address
                 fresh.append(out)
         return fresh
+
+
+_ADDRESSES: dict[int, tuple[Any, int]] = {}
+
+
+def address_of(arr: np.ndarray) -> int:
+    """The data address of `arr`, remembered while `arr` lives (`arr.ctypes.data` costs a
+    microsecond or more, as much as a whole small kernel; callers pass the same arrays
+    again and again)."""
+    entry = _ADDRESSES.get(id(arr))
+    if entry is not None and entry[0]() is arr:
+        return entry[1]
+    address = arr.ctypes.data
+    try:
+        key = id(arr)
+        _ADDRESSES[key] = (weakref.ref(arr, lambda _: _ADDRESSES.pop(key, None)), address)
+    except TypeError:  # not weak-referenceable
+        pass
+    return address
+
+
+def new_output(shape: tuple[int, ...], dtype: np.dtype) -> tuple[np.ndarray, int]:
+    """A fresh output array (pooled when large) and its address; the caller makes it
+    read-only once the native code has written it."""
+    if math.prod(shape) * dtype.itemsize >= MIN_POOLED_BYTES:
+        out = POOL.array(shape, dtype)
+        return out, out.ctypes.data
+    out = np.empty(shape, dtype)
+    # NumPy's stubs make ndarray a Buffer only for Python 3.12+ (out.data: a memoryview more)
+    buf = ctypes.c_char.from_buffer(out) if out.size else None  # type: ignore[arg-type]
+    return out, ctypes.addressof(buf) if buf is not None else 0
+
+
+def as_c(a: Any, dtype: np.dtype) -> np.ndarray:
+    """`a` as a C-contiguous array of `dtype` (copied only when it is not one)."""
+    arr = np.asarray(a, dtype=dtype)
+    return arr if arr.flags.c_contiguous else arr.copy(order="C")

@@ -61,11 +61,12 @@ stats: collections.Counter[str] = collections.Counter()  # memory_hits, disk_hit
 
 @dataclass(frozen=True)
 class CompiledKernel:
-    """A kernel's exported symbol, its LLVM function type, and its object code."""
+    """A kernel's exported symbol, its LLVM function type, its object code and cache key."""
 
     symbol: str
     function_type: ir.FunctionType
     obj: bytes
+    key: str = ""
 
 
 def _kernel_text(kernel: Kernel) -> tuple[str, ir.FunctionType]:
@@ -113,7 +114,9 @@ def _remember(key: str, obj: bytes) -> None:
             _OBJECTS.popitem(last=False)
 
 
-def _cached(key: str) -> bytes | None:
+def cached_object(key: str) -> bytes | None:
+    """The object code of cache key `key` (a kernel, library call or routine module), from
+    memory or disk; None when neither has it."""
     with _lock:
         obj = _OBJECTS.get(key)
         if obj is not None:
@@ -257,9 +260,10 @@ def compile_kernels(kernels: Sequence[Kernel], key_of: Callable[[str], str],
                     texts: Sequence[str] = (), texts_speed_level: int | None = None,
                     library_calls: dict[str, Eqn] | None = None,
                     epilogues: dict[str, str] | None = None
-                    ) -> tuple[dict[str, CompiledKernel], list[bytes]]:
+                    ) -> tuple[dict[str, CompiledKernel], dict[str, bytes]]:
     """The compiled form of each kernel and library call (gemm drivers with their
     epilogues, LAPACK calls), by name, and the object code of each whole module in `texts`
+    by cache key
     (e.g. the shared GEMM routines, optimized at `texts_speed_level`): from memory, disk,
     or compiled now, all missing ones in one parallel batch. `key_of(ir_text)` hashes the
     text with the toolchain and host."""
@@ -279,12 +283,12 @@ def compile_kernels(kernels: Sequence[Kernel], key_of: Callable[[str], str],
     wanted = {key: (text, levels.get(key)) for key, text, _ in found.values()}
     wanted.update({key: (text, texts_speed_level)
                    for key, text in zip(text_keys, texts, strict=True)})
-    objects = {key: obj for key in wanted if (obj := _cached(key)) is not None}
+    objects = {key: obj for key in wanted if (obj := cached_object(key)) is not None}
     objects.update(_build_all({key: (_text_of(text), level) for key, (text, level)
                                in wanted.items() if key not in objects}))
-    compiled = {name: CompiledKernel(_symbol(key), ftype, objects[key])
+    compiled = {name: CompiledKernel(_symbol(key), ftype, objects[key], key)
                 for name, (key, _, ftype) in found.items()}
-    return compiled, [objects[key] for key in text_keys]
+    return compiled, {key: objects[key] for key in text_keys}
 
 
 def _build_all(missing: dict[str, tuple[str, int | None]]) -> dict[str, bytes]:

@@ -182,13 +182,30 @@ ROUTINES = {"cholesky": [("potrf", "lapack")], "triangular_solve": [("trsm", "bl
             "svd": [("gesdd", "lapack")]}  # what each body calls (LapackBuilder.routine)
 
 
-def register_lapack_symbols(eqn: Eqn) -> None:
-    """Make the routines the linalg call `eqn` calls, and malloc/free, resolvable by MCJIT
-    (needed before linking its object code, which a warm cache gives without rendering)."""
+def lapack_symbols(eqn: Eqn) -> list[str]:
+    """What the linalg call `eqn`'s code resolves from the process: "library:routine" of
+    each routine it calls (e.g. "lapack:spotrf"), and "libc" (malloc/free)."""
     _, prefix = FLOATS[eqn.inputs[0].aval.dtype]
-    for base, library in ROUTINES[eqn.primitive.name]:
-        register_routine(prefix + base, library)
-    _register_libc()
+    return [f"{library}:{prefix}{base}" for base, library in ROUTINES[eqn.primitive.name]] + [
+        "libc"]
+
+
+# every name `lapack_symbols` can give (a name read from a cache must be one of them)
+KNOWN_SYMBOLS = frozenset(f"{library}:{prefix}{base}" for routines in ROUTINES.values()
+                          for base, library in routines for prefix in "sd") | {"libc"}
+
+
+def register_named(names: list[str]) -> None:
+    """Make the `lapack_symbols` names resolvable by MCJIT (needed before linking object
+    code that calls them, which a warm cache gives without rendering)."""
+    for name in names:
+        if name not in KNOWN_SYMBOLS:
+            raise ValueError(f"unknown library symbol {name!r}")
+        if name == "libc":
+            _register_libc()
+        else:
+            library, routine = name.split(":")
+            register_routine(routine, library)
 
 
 def render_lapack(module: ir.Module, name: str, eqn: Eqn) -> ir.Function:

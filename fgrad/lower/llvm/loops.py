@@ -29,7 +29,7 @@ from llvmlite import ir
 from fgrad.core.ir import Atom, Eqn, Jaxpr, Var
 from fgrad.core.prims.elementwise import convert_p
 from fgrad.lower.llvm.buffer_pool import POOL
-from fgrad.lower.kernel.program import Segment
+from fgrad.lower.kernel.call_plan import BLOCK, NativeStep
 
 if TYPE_CHECKING:
     from fgrad.lower.llvm.runtime import LLVMExecutable
@@ -45,7 +45,7 @@ class _Sub:
 
     exe: Any
     entry: int
-    table: list[Var]
+    table: list[Any]             # a Var of the sub-jaxpr, or a stand-in for a block
     blocks: list[int]            # intermediate buffer sizes (bytes)
     block_of: dict[int, int]     # var id -> intermediate buffer number
 
@@ -77,26 +77,31 @@ def outputs_written(jaxpr: Jaxpr) -> Jaxpr:
 
 
 def _sub(jaxpr: Jaxpr) -> _Sub | None:
-    """The compiled sub-program of `jaxpr` if it is one serial segment writing its outputs
-    (`jaxpr` must come from `outputs_written`)."""
+    """The compiled sub-program of `jaxpr` if it is one serial native step writing its
+    outputs (`jaxpr` must come from `outputs_written`)."""
     from fgrad.transforms.executables import executable_for
     exe = cast("LLVMExecutable", executable_for(jaxpr, "llvm"))
-    program = exe.program
-    if len(program.actions) != 1 or not isinstance(program.actions[0], Segment):
+    plan = exe.plan
+    if len(plan.steps) != 1 or not isinstance(plan.steps[0], NativeStep):
         return None
-    seg = program.actions[0]
-    outs = jaxpr.outvars
-    written = {id(v) for v in seg.allocs}
-    if not all(isinstance(v, Var) and id(v) in written for v in outs) \
-            or len({id(v) for v in outs}) != len(outs):
+    step, outs = plan.steps[0], jaxpr.outvars
+    if not all(isinstance(v, Var) for v in outs) or len(set(plan.outputs)) != len(outs) \
+            or not set(plan.outputs) <= set(step.writes):
         return None
-    try:
-        entry = exe.engine.get_function_address("seg0")
-    except RuntimeError:
-        return None
-    if not entry:
+    if len(step.entries) != 1 or "_p" in step.entries[0][0]:
         return None  # threaded parts: no single serial entry
-    return _Sub(exe, entry, list(seg.table), list(program.buffer_bytes), program.buffer_of)
+    # the table as the sub-jaxpr's variables; an intermediate as a stand-in for its block
+    holder: dict[int, Any] = dict(enumerate(jaxpr.invars))
+    holder.update(zip(plan.outputs, outs))
+    block_of: dict[int, int] = {}
+    for t in step.table:
+        if t not in holder:
+            if plan.values[t].kind != BLOCK:
+                return None
+            holder[t] = object()
+            block_of[id(holder[t])] = plan.values[t].index
+    entry = exe.engine.get_function_address(step.entries[0][0])
+    return _Sub(exe, entry, [holder[t] for t in step.table], list(plan.block_bytes), block_of)
 
 
 # ---------------------------------------------------------------------------- IR helpers
@@ -168,7 +173,7 @@ class NativeLoop:
         module.triple = tm.triple
         module.data_layout = str(tm.target_data)
         self.eqn, self.subs, self.fill, self.n_slots = eqn, subs, fill, n_slots
-        self.engine = compiled_engine(module)
+        self.engine = compiled_engine(module)[0]
         self.run = TABLE_CALL(self.engine.get_function_address(name))
 
     def __call__(self, args: list[np.ndarray]) -> list[np.ndarray]:

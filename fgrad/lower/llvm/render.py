@@ -29,7 +29,7 @@ from fgrad.lower.llvm.blas import register_symbols, render_gemm, single_threaded
 from fgrad.lower.llvm.gemm_native import (epilogue_row_scale, native_gemm_applies,
                                           render_native_gemm, render_native_gemm_rows)
 from fgrad.lower.llvm.blas import library_chunking, render_gemm_rows
-from fgrad.lower.llvm.lapack import register_lapack_symbols, render_lapack
+from fgrad.lower.llvm.lapack import lapack_symbols, register_named, render_lapack
 from fgrad.lower.llvm.sequences import render_sequence_op
 from fgrad.lower.schedule.partition import SEQUENCE_OPS
 from fgrad.lower.llvm.ops import I1, I64, OPS, Emitter, const, mem_type, reg_type
@@ -401,17 +401,31 @@ def entry_names(segment: int, parts: Sequence[Part]) -> list[str]:
     return [f"seg{segment}_p{k}" for k in range(len(parts))]
 
 
-def register_library_symbols(eqn: Eqn) -> None:
-    """Make the process symbols library call `eqn`'s code calls (OpenBLAS gemm, LAPACK,
-    malloc/free) resolvable by MCJIT. Rendering does it too; object code from a cache is
-    linked without rendering, so the runtime calls this for every library call."""
+def library_symbols(eqn: Eqn) -> list[str]:
+    """What library call `eqn`'s code resolves from the process: "gemm" (OpenBLAS's gemm),
+    LAPACK/BLAS routines and libc (`lapack.lapack_symbols`), or nothing (native code)."""
     if eqn.primitive.name in SEQUENCE_OPS:
-        return
+        return []
     if eqn.primitive.name != "dot_general":
-        register_lapack_symbols(eqn)
-    elif not (flags.gemm_library() == "native" and native_gemm_applies(eqn)):
+        return lapack_symbols(eqn)
+    if flags.gemm_library() == "native" and native_gemm_applies(eqn):
+        return []
+    return ["gemm"]
+
+
+def register_named_symbols(names: list[str]) -> None:
+    """Make the `library_symbols` names resolvable by MCJIT (ValueError for a name no call
+    gives). Rendering does it too; object code from a cache is linked without rendering,
+    so the runtime calls this for every library call."""
+    if "gemm" in names:
         register_symbols()
         single_threaded_blas()
+    register_named([name for name in names if name != "gemm"])
+
+
+def register_library_symbols(eqn: Eqn) -> None:
+    """`register_named_symbols` of library call `eqn`'s `library_symbols`."""
+    register_named_symbols(library_symbols(eqn))
 
 
 def render_library_call(module: ir.Module, name: str, eqn: Eqn, split: bool,

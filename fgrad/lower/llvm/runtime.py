@@ -19,34 +19,38 @@ import collections
 import ctypes
 import functools
 import hashlib
-import math
 import logging
 import threading
 import time
 import weakref
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 import llvmlite
 import llvmlite.binding as llvm
 import numpy as np
 
 from fgrad import flags, profiler
-from fgrad.core.ir import Eqn, Jaxpr, Literal, Var
+from fgrad.core.ir import Eqn, Jaxpr
 from fgrad.transforms import caches
 from fgrad.lower.llvm import disk_cache, kernel_cache
 from fgrad.lower.llvm import target as llvm_target
 from fgrad.lower.kernel import program as program_lib
-from fgrad.lower.llvm.dispatch import LeanCall
+from fgrad.lower.llvm.dispatch import LeanCall, address_of, as_c, new_output
 from fgrad.lower.llvm.gemm_native import (ROUTINES_SPEED_LEVEL, epilogue_fits, routine_dtypes,
                                           routine_texts)
-from fgrad.lower.llvm.buffer_pool import MIN_POOLED_BYTES, POOL, exclusively_owned
+from fgrad.lower.llvm.buffer_pool import POOL, exclusively_owned
 from fgrad.lower.schedule.control_flow import CONTROL_FLOW, HostRows, run_control
-from fgrad.lower.llvm.render import entry_names, render_module
-from fgrad.lower.llvm.threads import PART_ENTRY, describe_threads, run_parts, segment_parts
+from fgrad.lower.llvm.render import (entry_names, library_symbols, register_named_symbols,
+                                     render_module)
+from fgrad.lower.llvm.threads import (PART_ENTRY, describe_threads, run_parts, segment_parts,
+                                      register_symbols as register_thread_symbols)
+from fgrad.lower.kernel import call_plan
+from fgrad.lower.kernel.call_plan import (CONSTANT, FRESH, CallPlan, HostCall, NativeStep,
+                                          Objects)
+from fgrad.lower.kernel.program_key import program_key
 from fgrad.lower.kernel.memory import memory_report
 from fgrad.lower.kernel.program import Program, Segment
-from fgrad.lower.schedule.partition import HostStep
 from fgrad.lower.schedule.split_reduce import split_reductions
 
 # The entry module only calls kernels, gemm drivers and LAPACK calls compiled elsewhere
@@ -168,10 +172,10 @@ def _load(obj: bytes, linked: Sequence[bytes] = ()) -> Any:
 
 
 def compiled_engine(module: Any, linked: Sequence[bytes] = (), calls_only: bool = False
-                    ) -> Any:
+                    ) -> tuple[Any, str]:
     """The execution engine of `module` (linked with the kernel objects `linked`, whose
     symbols its text names): from memory, from the disk cache, or built (and then cached
-    in both); `calls_only`: see `_build`."""
+    in both); `calls_only`: see `_build`. Also its cache key."""
     text = str(module)
     key = cache_key(text)
     with _engines_lock:
@@ -179,7 +183,7 @@ def compiled_engine(module: Any, linked: Sequence[bytes] = (), calls_only: bool 
         if engine is not None:
             _ENGINES.move_to_end(key)
             compile_stats["memory_hits"] += 1
-            return engine
+            return engine, key
     with _build_lock:
         obj = disk_cache.load(key)
         engine = _load(obj, linked) if obj else None
@@ -190,11 +194,16 @@ def compiled_engine(module: Any, linked: Sequence[bytes] = (), calls_only: bool 
             compile_stats["builds"] += 1
             if obj:
                 disk_cache.store(key, obj)
+    _keep(key, engine)
+    return engine, key
+
+
+def _keep(key: str, engine: Any) -> None:
+    """Remember an engine in memory (the least recently used dropped past the limit)."""
     with _engines_lock:
         _ENGINES[key] = engine
         while len(_ENGINES) > flags.jit_cache_size():
             _ENGINES.popitem(last=False)
-    return engine
 
 
 def clear_memory_cache() -> None:
@@ -207,55 +216,88 @@ def clear_memory_cache() -> None:
 
 
 _ENTRY = ctypes.CFUNCTYPE(None, ctypes.POINTER(ctypes.c_void_p))
+PROGRAMS = "llvm_programs"  # disk cache folder of whole-program records
+
+
+def build(program: Program, source: Jaxpr | None = None) -> tuple["LLVMExecutable", Objects]:
+    """Compile `program` (kernels and library calls from the kernel cache, the entry module
+    here) into an executable; also the keys of everything it linked."""
+    start, before = time.perf_counter(), dict(kernel_cache.stats)
+    shared = [t for name in routine_dtypes(program.library_calls) for t in routine_texts(name)]
+    kernels, routines = kernel_cache.compile_kernels(
+        program.kernels, cache_key, shared, ROUTINES_SPEED_LEVEL, program.library_calls,
+        program.epilogues)
+    module = module_ir(program, {name: (k.symbol, k.function_type)
+                                 for name, k in kernels.items()})
+    by_symbol = {k.symbol: k for k in kernels.values()}
+    linked = {**routines, **{k.key: k.obj for k in by_symbol.values()}}
+    engine, entry_key = compiled_engine(module, list(linked.values()), calls_only=True)
+    _log_compile(program, kernel_cache.stats - collections.Counter(before),
+                 time.perf_counter() - start)
+    symbols = sorted({s for eqn in program.library_calls.values() for s in library_symbols(eqn)})
+    plan = call_plan.from_program(program, lambda i, seg: _entries(program, i, seg))
+    exe = LLVMExecutable(plan, engine, source, program)
+    exe.module = module
+    return exe, Objects(entry_key, tuple(linked), tuple(symbols))
+
+
+def _entries(program: Program, i: int, seg: Segment) -> tuple[call_plan.Entry, ...]:
+    """The exported entries of segment i: `segN` alone, or (`segN_pK`, calls, parallel)
+    per part (llvm/threads.py)."""
+    parts = segment_parts(program, seg)
+    names = entry_names(i, parts)
+    if names == [f"seg{i}"]:
+        return ((names[0], len(seg.calls), False),)
+    return tuple((name, part.stop - part.first, part.parallel)
+                 for name, part in zip(names, parts, strict=True))
 
 
 class LLVMExecutable:
     """A compiled program: call it with NumPy arrays, get the output arrays (read-only views
-    of pooled memory, returned to the pool when dropped)."""
+    of pooled memory, returned to the pool when dropped). It runs a `CallPlan`
+    (kernel/call_plan.py) on `engine`; `source` is the jaxpr it was compiled from (for the
+    profiler), `program` its Program when it was scheduled in this process (an executable
+    loaded whole from the disk cache has none until something asks)."""
 
-    def __init__(self, program: Program, source: Jaxpr | None = None):
-        self.program = program
-        self.source = source            # the jaxpr it was compiled from (for the profiler)
+    def __init__(self, plan: CallPlan, engine: Any, source: Jaxpr | None,
+                 program: Program | None = None):
+        self.plan, self.engine, self.source, self._program = plan, engine, source, program
+        self.module: Any = None
         self._profiling: LLVMExecutable | None = None
-        start, before = time.perf_counter(), dict(kernel_cache.stats)
-        shared = [t for name in routine_dtypes(program.library_calls)
-                  for t in routine_texts(name)]
-        kernels, linked = kernel_cache.compile_kernels(
-            program.kernels, cache_key, shared, ROUTINES_SPEED_LEVEL, program.library_calls,
-            program.epilogues)
-        self.module = module_ir(program, {name: (k.symbol, k.function_type)
-                                          for name, k in kernels.items()})
-        linked += list({k.symbol: k.obj for k in kernels.values()}.values())
-        self.engine = compiled_engine(self.module, linked, calls_only=True)
-        _log_compile(program, kernel_cache.stats - collections.Counter(before),
-                     time.perf_counter() - start)
-        segments = [a for a in program.actions if isinstance(a, Segment)]
-        self.runners = [self._runner(i, seg) for i, seg in enumerate(segments)]
-        self.aliases = alias_plan(program)
+        self.runners = [self._runner(step) for step in plan.steps
+                        if isinstance(step, NativeStep)]
+        self._in_dtypes = [plan.values[i].dtype.np for i in range(plan.n_inputs)]
+        self._constants: list[Any] = [
+            np.frombuffer(v.constant, v.dtype.np).reshape(v.shape).copy() if v.kind == CONSTANT
+            else None for v in plan.values]
         self._direct = self._direct_plan()
-        self._lean = None if self._direct is None or len(self.runners) != 1 \
-            or not isinstance(self.runners[0], _ENTRY) else LeanCall(
-                self.engine.get_function_address("seg0"), self._direct, self._call_general,
-                _address, _new_output)
+        self._lean = None
+        if self._direct is not None and isinstance(self.runners[0], _ENTRY):
+            entry = cast(NativeStep, plan.steps[0]).entries[0][0]
+            self._lean = LeanCall(self.engine.get_function_address(entry), self._direct,
+                                  self._call_general, address_of, new_output)
 
-    def _runner(self, i: int, seg: Segment) -> Any:
-        """What runs segment i on a buffer table: its `segN` entry when it is one serial
+    @property
+    def program(self) -> Program:
+        """The scheduled program (planned again from `source` for a loaded executable)."""
+        if self._program is None:
+            assert self.source is not None
+            self._program = plan(self.source)
+        return self._program
+
+    def _runner(self, step: NativeStep) -> Any:
+        """What runs a native step on a buffer table: its `segN` entry when it is one serial
         part, else the parts in order, parallel ones on the thread pool."""
-        parts = segment_parts(self.program, seg)
-        names = entry_names(i, parts)
-        if names == [f"seg{i}"]:
-            return _ENTRY(self.engine.get_function_address(names[0]))
-        entries = [(PART_ENTRY(self.engine.get_function_address(name)),
-                    part.stop - part.first, part.parallel)
-                   for name, part in zip(names, parts, strict=True)]
+        if len(step.entries) == 1 and "_p" not in step.entries[0][0]:
+            return _ENTRY(self.engine.get_function_address(step.entries[0][0]))
+        entries = [(PART_ENTRY(self.engine.get_function_address(name)), calls, parallel)
+                   for name, calls, parallel in step.entries]
         return functools.partial(run_parts, entries)
 
-    def _new(self, var: Var, blocks: list[np.ndarray]) -> np.ndarray:
-        b = self.program.buffer_of.get(id(var))
-        if b is None:
-            return POOL.array(var.aval.shape, var.aval.dtype.np)
-        nbytes = var.aval.size * var.aval.dtype.itemsize
-        return blocks[b][:nbytes].view(var.aval.dtype.np).reshape(var.aval.shape)
+    def _new(self, value: call_plan.Value, blocks: list[np.ndarray]) -> np.ndarray:
+        if value.kind == FRESH:
+            return POOL.array(value.shape, value.dtype.np)
+        return blocks[value.index][:value.nbytes].view(value.dtype.np).reshape(value.shape)
 
     def __call__(self, *arrays: Any) -> list[np.ndarray]:
         if self._lean is not None and not profiler.active():
@@ -282,37 +324,30 @@ class LLVMExecutable:
         kernel cache, so only the glue module compiles again)."""
         if self._profiling is None:
             assert self.source is not None
-            self._profiling = LLVMExecutable(plan(self.source, call_per_segment=True))
+            self._profiling = build(plan(self.source, call_per_segment=True))[0]
         return self._profiling
 
     def _direct_plan(self) -> Any:
-        """For a program that is one native segment writing each output directly (no host
-        steps, no intermediates): (input dtypes, output avals, table order), else None."""
-        program, jaxpr = self.program, self.program.jaxpr
-        if len(program.actions) != 1 or not isinstance(program.actions[0], Segment) \
-                or program.buffer_bytes:
+        """For a plan that is one native step writing each output directly (no host steps,
+        no intermediates): (input dtypes, output shapes and dtypes, table order, table
+        type), else None."""
+        form = call_plan.direct_form(self.plan)
+        if form is None:
             return None
-        seg = program.actions[0]
-        outs = jaxpr.outvars
-        if not all(isinstance(v, Var) for v in outs) or len({id(v) for v in outs}) != \
-                len(outs) or {id(v) for v in seg.allocs} != {id(v) for v in outs}:
-            return None
-        position = {id(v): i for i, v in enumerate(list(jaxpr.invars) + list(outs))}
-        if any(id(v) not in position for v in seg.table):
-            return None
-        return ([v.aval.dtype.np for v in jaxpr.invars],
-                [(v.aval.shape, v.aval.dtype.np) for v in outs],
-                [position[id(v)] for v in seg.table], ctypes.c_void_p * len(seg.table))
+        outs, order = form
+        values = self.plan.values
+        return (self._in_dtypes, [(values[o].shape, values[o].dtype.np) for o in outs],
+                order, ctypes.c_void_p * len(order))
 
     def _run_direct(self, arrays: Any) -> list[np.ndarray]:
         """The lean call path of `_direct_plan` programs (what a small jitted call costs)."""
         in_dtypes, out_specs, order, table_type = self._direct
         ins = [a if type(a) is np.ndarray and a.dtype == dt and a.flags.c_contiguous
-               else _as_c(a, dt) for a, dt in zip(arrays, in_dtypes)]
-        pointers = [_address(a) for a in ins]
+               else as_c(a, dt) for a, dt in zip(arrays, in_dtypes)]
+        pointers = [address_of(a) for a in ins]
         outs = []
         for shape, dt in out_specs:
-            out, address = _new_output(shape, dt)
+            out, address = new_output(shape, dt)
             outs.append(out)
             pointers.append(address)
         self.runners[0](table_type(*[pointers[i] for i in order]))
@@ -327,39 +362,40 @@ class LLVMExecutable:
         `arrays[i]`: an output may then be written into that array and returned as it."""
         given: dict[int, np.ndarray] = {}
         free = [i for i, ok in enumerate(reusable) if ok]
-        for out_id, candidates in self.aliases.items():
+        for out, candidates in self.plan.donations:
             i = next((i for i in candidates if i in free), None)
             if i is not None:
                 free.remove(i)
-                given[out_id] = arrays[i]
+                given[out] = arrays[i]
         return self._run(arrays, given)
 
     def _run(self, arrays: Any, given: dict[int, np.ndarray]) -> list[np.ndarray]:
-        jaxpr = self.program.jaxpr
-        env: dict[int, np.ndarray] = {}
-        if len(arrays) != len(jaxpr.invars):
-            raise TypeError(f"this executable takes {len(jaxpr.invars)} arrays, got "
+        plan = self.plan
+        if len(arrays) != plan.n_inputs:
+            raise TypeError(f"this executable takes {plan.n_inputs} arrays, got "
                             f"{len(arrays)}")
-        for v, a in zip(jaxpr.invars, arrays):
-            env[id(v)] = _c_array(a, v)
-        blocks = [POOL.take(n) for n in self.program.buffer_bytes]
+        env = list(self._constants)
+        for i, a in enumerate(arrays):
+            env[i] = _c_array(a, self._in_dtypes[i])
+        blocks = [POOL.take(n) for n in plan.block_bytes]
         prof = profiler.active()
         try:
-            seg = 0
-            for action in self.program.actions:
+            native = 0
+            for k, step in enumerate(plan.steps):
                 start = time.perf_counter() if prof else 0.0
-                if isinstance(action, HostStep):
-                    _run_host(action.eqn, env)
+                if isinstance(step, HostCall):
+                    _run_host(step, env)
                 else:
-                    for v in action.allocs:
-                        env[id(v)] = given[id(v)] if id(v) in given else self._new(v, blocks)
-                    table = (ctypes.c_void_p * len(action.table))(
-                        *[env[id(v)].ctypes.data for v in action.table])
-                    self.runners[seg](table)
-                    seg += 1
+                    for w in step.writes:
+                        env[w] = given[w] if w in given else self._new(plan.values[w], blocks)
+                    table = (ctypes.c_void_p * len(step.table))(
+                        *[env[t].ctypes.data for t in step.table])
+                    self.runners[native](table)
+                    native += 1
                 if prof:
-                    prof.step(self.program, action, time.perf_counter() - start)
-            return [_read(a, env) for a in jaxpr.outvars]
+                    prof.step(self.program, self.program.actions[k], time.perf_counter() - start)
+            return [env[o].copy() if plan.values[o].kind == CONSTANT else env[o]
+                    for o in plan.outputs]
         finally:
             env.clear()  # drop every view of the blocks before they go back
             for block in blocks:
@@ -375,113 +411,33 @@ def _log_compile(program: Program, kernels: collections.Counter[str], seconds: f
                  seconds * 1e3)
 
 
-def _use_positions(program: Program) -> tuple[dict[int, int], dict[int, int]]:
-    """The first and the last step (kernel, library call or host step, counted in run
-    order) that reads or writes each value, by var id."""
-    first: dict[int, int] = {}
-    last: dict[int, int] = {}
-    pos = 0
-    for action in program.actions:
-        if isinstance(action, HostStep):
-            groups = [list(action.eqn.inputs) + list(action.eqn.outvars)]
-        else:
-            groups = [[action.table[s] for s in slots] for _, slots in action.calls]
-        for group in groups:
-            pos += 1
-            for v in group:
-                if isinstance(v, Var):
-                    first.setdefault(id(v), pos)
-                    last[id(v)] = pos
-    return first, last
-
-
-def alias_plan(program: Program) -> dict[int, list[int]]:
-    """For each output written by native code (by var id): the input positions whose array
-    it may be written into when donated. Same shape and dtype; the input is not an output
-    itself; and every use of the input comes in an earlier step than the output's write, so
-    no kernel ever sees both (their pointers are `noalias`)."""
-    jaxpr = program.jaxpr
-    first, last = _use_positions(program)
-    outs = {id(v) for v in jaxpr.outvars if isinstance(v, Var)}
-    written = {id(v) for a in program.actions if isinstance(a, Segment) for v in a.allocs}
-    plan: dict[int, list[int]] = {}
-    for v in jaxpr.outvars:
-        if not isinstance(v, Var) or id(v) not in written or id(v) in program.buffer_of:
-            continue
-        plan[id(v)] = [i for i, u in enumerate(jaxpr.invars)
-                       if u.aval.shape == v.aval.shape and u.aval.dtype == v.aval.dtype
-                       and id(u) not in outs and last.get(id(u), 0) < first.get(id(v), 0)]
-    return {k: c for k, c in plan.items() if c}
-
-
-_ADDRESSES: dict[int, tuple[Any, int]] = {}
-
-
-def _address(arr: np.ndarray) -> int:
-    """The data address of `arr`, remembered while `arr` lives (`arr.ctypes.data` costs a
-    microsecond or more, as much as a whole small kernel; callers pass the same arrays
-    again and again)."""
-    entry = _ADDRESSES.get(id(arr))
-    if entry is not None and entry[0]() is arr:
-        return entry[1]
-    address = arr.ctypes.data
-    try:
-        key = id(arr)
-        _ADDRESSES[key] = (weakref.ref(arr, lambda _: _ADDRESSES.pop(key, None)), address)
-    except TypeError:  # not weak-referenceable
-        pass
-    return address
-
-
-def _new_output(shape: tuple[int, ...], dtype: np.dtype) -> tuple[np.ndarray, int]:
-    """A fresh output array (pooled when large) and its address; the caller makes it
-    read-only once the native code has written it."""
-    if math.prod(shape) * dtype.itemsize >= MIN_POOLED_BYTES:
-        out = POOL.array(shape, dtype)
-        return out, out.ctypes.data
-    out = np.empty(shape, dtype)
-    # NumPy's stubs make ndarray a Buffer only for Python 3.12+ (out.data: a memoryview more)
-    buf = ctypes.c_char.from_buffer(out) if out.size else None  # type: ignore[arg-type]
-    return out, ctypes.addressof(buf) if buf is not None else 0
-
-
-def _as_c(a: Any, dtype: np.dtype) -> np.ndarray:
+def _c_array(a: Any, dtype: np.dtype) -> np.ndarray:
+    """`a` as a C-contiguous array of `dtype` (0-d stays 0-d; copies only if needed)."""
+    if type(a) is np.ndarray and a.flags.c_contiguous and a.dtype == dtype:
+        return a
     arr = np.asarray(a, dtype=dtype)
     return arr if arr.flags.c_contiguous else arr.copy(order="C")
 
 
-def _c_array(a: Any, var: Var) -> np.ndarray:
-    """`a` as a C-contiguous array of var's dtype (0-d stays 0-d; copies only if needed)."""
-    if type(a) is np.ndarray and a.flags.c_contiguous and a.dtype == var.aval.dtype.np:
-        return a
-    arr = np.asarray(a, dtype=var.aval.dtype.np)
-    return arr if arr.flags.c_contiguous else arr.copy(order="C")
-
-
-def _read(a: Any, env: dict[int, np.ndarray]) -> np.ndarray:
-    if isinstance(a, Literal):
-        return np.asarray(a.val, dtype=a.aval.dtype.np)
-    return env[id(a)]
-
-
-def _run_host(eqn: Eqn, env: dict[int, np.ndarray]) -> None:
+def _run_host(step: HostCall, env: list[Any]) -> None:
     """Evaluate one equation: a control-flow step with natively compiled sub-programs, any
     other with its NumPy impl (the temporary fallback)."""
-    args = [_read(a, env) for a in eqn.inputs]
+    eqn = step.eqn
+    args = [env[r] for r in step.reads]
     if eqn.primitive.name in CONTROL_FLOW:
         loop = _native_loop(eqn)
         outs = loop(args) if loop is not None else \
             run_control(eqn, args, _compile_sub, HostRows())
     else:
         outs = eqn.primitive.impl_list(*args, **eqn.params)
-    for v, o in zip(eqn.outvars, outs, strict=True):
-        o = _c_array(o, v)
+    for w, v, o in zip(step.writes, eqn.outvars, outs, strict=True):
+        o = _c_array(o, v.aval.dtype.np)
         if any(np.may_share_memory(o, a) for a in args):
             o = o.copy()  # an input's buffer may be reused by a later kernel
         if o.shape != v.aval.shape:
             raise RuntimeError(f"{eqn.primitive.name}: impl returned shape {o.shape}, "
                                f"expected {v.aval.shape}")
-        env[id(v)] = o
+        env[w] = o
 
 
 _LOOPS: weakref.WeakKeyDictionary[Eqn, Any] = weakref.WeakKeyDictionary()
@@ -512,8 +468,48 @@ def plan(jaxpr: Jaxpr, call_per_segment: bool = False) -> Program:
 
 
 def compile_llvm(jaxpr: Jaxpr) -> LLVMExecutable:
-    """The `llvm` backend compiler registered in fgrad.transforms.executables."""
-    return LLVMExecutable(plan(jaxpr), jaxpr)
+    """The `llvm` backend compiler registered in fgrad.transforms.executables: the program
+    loaded whole from the disk cache when a previous process stored it (no scheduling, no
+    kernel building: `_load_program`), else planned and built, then stored."""
+    key = program_key(jaxpr, _toolchain_and_host(), flags.gemm_library())
+    exe = _load_program(key, jaxpr) if key is not None else None
+    if exe is None:
+        exe, objects = build(plan(jaxpr), jaxpr)
+        if key is not None and exe.plan.native_only:
+            disk_cache.store(key, call_plan.dump_record(exe.plan, objects), PROGRAMS)
+    return exe
+
+
+def _load_program(key: str, jaxpr: Jaxpr) -> LLVMExecutable | None:
+    """The executable of a stored program record, linking its cached object code; None
+    on any miss (no record, a damaged one, an object evicted)."""
+    payload = disk_cache.load(key, PROGRAMS)
+    if payload is None:
+        return None
+    start = time.perf_counter()
+    try:
+        found, objects = call_plan.parse_record(payload, jaxpr)
+        register_named_symbols(list(objects.symbols))
+    except ValueError:
+        return None
+    register_thread_symbols()
+    with _engines_lock:
+        engine = _ENGINES.get(objects.entry)
+    if engine is None:
+        linked = [kernel_cache.cached_object(k) for k in objects.linked]
+        entry = disk_cache.load(objects.entry)
+        if entry is None or any(obj is None for obj in linked):
+            return None
+        with _build_lock:
+            engine = _load(entry, cast(list[bytes], linked))
+        if engine is None:
+            return None
+        _keep(objects.entry, engine)
+    compile_stats["program_hits"] += 1
+    if log.isEnabledFor(logging.INFO):
+        log.info("llvm: program of %d equations loaded whole from the disk cache in %.1f ms",
+                 len(jaxpr.eqns), (time.perf_counter() - start) * 1e3)
+    return LLVMExecutable(found, engine, jaxpr)
 
 
 def describe(jaxpr: Jaxpr) -> str:

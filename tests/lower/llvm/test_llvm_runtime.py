@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import gc
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -22,7 +23,9 @@ from fgrad import Tensor
 from fgrad.lower.llvm import disk_cache
 from fgrad.lower.llvm import runtime as llvm_runtime
 from fgrad.lower.llvm.buffer_pool import MIN_POOLED_BYTES, POOL, BufferPool, size_class
-from fgrad.lower.llvm.runtime import alias_plan, compile_stats, plan
+from fgrad.lower.llvm.runtime import compile_stats, plan
+from fgrad.lower.kernel import call_plan
+from fgrad.lower.kernel.program import Program
 from fgrad.transforms.jit_prim import open_jaxpr
 
 RNG = np.random.default_rng(0)
@@ -158,10 +161,14 @@ def fresh_output(x: np.ndarray) -> Tensor:
 
 def test_alias_plan_needs_the_input_dead_before_the_write() -> None:
     x, y = Tensor(big(0)), Tensor(big(1))
-    later = plan(open_jaxpr(fgrad.make_jaxpr(scale_by_max)(x, y))[0])
-    assert list(alias_plan(later).values()) == [[0]]  # x may host the output; y may not
-    same_kernel = plan(open_jaxpr(fgrad.make_jaxpr(w1)(x))[0])
-    assert alias_plan(same_kernel) == {}
+    later = donations(plan(open_jaxpr(fgrad.make_jaxpr(scale_by_max)(x, y))[0]))
+    assert [ins for _, ins in later] == [(0,)]  # x may host the output; y may not
+    assert donations(plan(open_jaxpr(fgrad.make_jaxpr(w1)(x))[0])) == ()
+
+
+def donations(program: Program) -> tuple:
+    """The program's donation plan: (output value, input positions) pairs."""
+    return call_plan.from_program(program, lambda i, seg: (("seg0", 1, False),)).donations
 
 
 def test_donated_input_buffer_becomes_the_output() -> None:
@@ -262,7 +269,7 @@ def _compile_and_check(tag: float) -> None:
 
 def _delta(before: dict[str, int]) -> dict[str, int]:
     return {k: compile_stats[k] - before.get(k, 0) for k in ("memory_hits", "disk_hits",
-                                                              "builds")}
+                                                              "builds", "program_hits")}
 
 
 def _entries(folder: Any) -> list[str]:
@@ -274,13 +281,17 @@ def test_disk_cache_hit_after_a_restart(tmp_path: Any, monkeypatch: Any) -> None
     monkeypatch.setenv("FGRAD_CACHE_DIR", str(tmp_path))
     before = dict(compile_stats)
     _compile_and_check(1.25)
-    assert _delta(before) == {"memory_hits": 0, "disk_hits": 0, "builds": 1}
+    assert _delta(before) == {"memory_hits": 0, "disk_hits": 0, "builds": 1, "program_hits": 0}
     assert len(_entries(tmp_path)) == 1
-    _compile_and_check(1.25)  # another jaxpr, identical program: compiled once
-    assert _delta(before)["memory_hits"] == 1
+    _compile_and_check(1.25)  # another jaxpr, identical program: loaded whole, its engine kept
+    assert _delta(before) == {"memory_hits": 0, "disk_hits": 0, "builds": 1, "program_hits": 1}
     llvm_runtime.clear_memory_cache()
-    _compile_and_check(1.25)
-    assert _delta(before) == {"memory_hits": 1, "disk_hits": 1, "builds": 1}
+    _compile_and_check(1.25)  # as a new process: the record and the objects from disk
+    assert _delta(before) == {"memory_hits": 0, "disk_hits": 0, "builds": 1, "program_hits": 2}
+    shutil.rmtree(os.path.join(str(tmp_path), llvm_runtime.PROGRAMS))
+    llvm_runtime.clear_memory_cache()
+    _compile_and_check(1.25)  # no record: planned again, the entry's object code from disk
+    assert _delta(before) == {"memory_hits": 0, "disk_hits": 1, "builds": 1, "program_hits": 2}
 
 
 @pytest.mark.parametrize("damage", ["truncate", "flip", "empty"])
@@ -300,7 +311,7 @@ def test_a_damaged_entry_is_rebuilt(tmp_path: Any, monkeypatch: Any, damage: str
     llvm_runtime.clear_memory_cache()
     before = dict(compile_stats)
     _compile_and_check(2.5)
-    assert _delta(before) == {"memory_hits": 0, "disk_hits": 0, "builds": 1}
+    assert _delta(before) == {"memory_hits": 0, "disk_hits": 0, "builds": 1, "program_hits": 0}
     with open(path, "rb") as f:
         assert disk_cache.decode(f.read(), name[:-4]) is not None  # rewritten whole
 
@@ -314,7 +325,7 @@ def test_disk_cache_can_be_turned_off(tmp_path: Any, monkeypatch: Any, setting: 
     _compile_and_check(3.75)
     llvm_runtime.clear_memory_cache()
     _compile_and_check(3.75)
-    assert _delta(before) == {"memory_hits": 0, "disk_hits": 0, "builds": 2}
+    assert _delta(before) == {"memory_hits": 0, "disk_hits": 0, "builds": 2, "program_hits": 0}
     assert os.listdir(tmp_path) == []
 
 
@@ -335,12 +346,12 @@ def test_a_new_process_loads_from_disk(tmp_path: Any) -> None:
         f = fgrad.jit(lambda x: (x * 1.5 + 0.5).tanh() * x.sigmoid(), backend="llvm")
         want = np.tanh(x * 1.5 + 0.5) / (1 + np.exp(-x))
         np.testing.assert_allclose(f(fgrad.Tensor(x)).numpy(), want, rtol=1e-5, atol=1e-6)
-        print(compile_stats["builds"], compile_stats["disk_hits"])
+        print(compile_stats["builds"], compile_stats["disk_hits"], compile_stats["program_hits"])
     """)
     env = dict(os.environ, FGRAD_CACHE_DIR=str(tmp_path))
     runs = [subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
                            text=True, check=True).stdout.split() for _ in range(2)]
-    assert runs == [["1", "0"], ["0", "1"]]
+    assert runs == [["1", "0", "0"], ["0", "0", "1"]]  # the second: the whole program loaded
 
 
 def test_the_least_recently_used_entries_are_pruned(tmp_path: Any, monkeypatch: Any) -> None:
