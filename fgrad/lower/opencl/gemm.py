@@ -93,7 +93,7 @@ def cpu_shape(target: GemmTarget, double: bool) -> CpuShape:
     """The register block for the target's vector width (a power of two up to 16)."""
     want = target.vector_width[1 if double else 0]
     vec = max(w for w in (1, 2, 4, 8, 16) if w <= max(1, want))
-    return CpuShape(vec=vec, group=min(8, max(1, target.max_group)))
+    return CpuShape(vec=vec)
 
 
 def _batch_offset(batch: tuple[int, ...], strides: tuple[int, ...]) -> str:
@@ -185,8 +185,13 @@ def lower_gemm(name: str, eqn: Eqn, target: GemmTarget | None = None) -> Rendere
     d = gemm_dims(eqn)
     if d is None:
         raise ValueError(f"{name}: dot_general layout has no matrix view (pack it first)")
+    return render_gemm(name, d, eqn.outvars[0].aval.dtype == dtypes.float64, target)
+
+
+def render_gemm(name: str, d: GemmDims, double: bool,
+                target: GemmTarget | None = None) -> RenderedKernel:
+    """The kernel of the matmul `d` in float64 (`double`) or float32 for `target`."""
     target = target or GemmTarget()
-    double = eqn.outvars[0].aval.dtype == dtypes.float64
     t = "double" if double else "float"
     n_batch = math.prod(d.batch)
     offsets = (_batch_offset(d.batch, d.lhs.batch_strides),

@@ -1,18 +1,23 @@
 """The CPU form of the OpenCL matmul: register blocks in vector types, no __local memory.
 
 In: `GemmDims`, the element type and a `CpuShape`. Out: the OpenCL C of one kernel (plus
-its inline helpers) and its launch. Each work-item computes one block of the output with
-its accumulators in registers, reading the operands in place through their views:
+its inline helper) and its launch.
 
-- "axpy" form (rhs not transposed, or both transposed): the block is `rows` x (`vecs` x
-  vector width); every k step loads `vecs` vectors of one operand's row and broadcasts one
-  element per row of the other (both transposed: C^T = B^T A^T, stored transposed);
-- "dot" form (lhs plain, rhs transposed, so both run along k): the block is `rows` x
-  `cols` outputs, each a vector accumulator over k that is summed at the end.
+The matmul is put in "axpy" form: I rows x J columns, where every k step multiplies one
+element of the broadcast operand S (per row) by a run of the vector operand V (along J).
+Plain rhs: S = lhs, V = rhs; both operands transposed: C^T = B^T A^T (S = rhs, V = lhs,
+the output stored transposed); plain lhs with transposed rhs: S = lhs, V = rhs read down
+its columns. Each work-item owns a panel of `vecs` vectors of J by `blocks` x `rows` rows
+of I, and steps through k in slabs of `kc`: it copies the slab of its V panel into private
+memory (contiguous, padded with zeros past J; the one copy serves all its row blocks), and
+of S too when S runs along I (else S is read in place, row by row). For each block of
+`rows` rows it then runs the register kernel: rows x vecs vector accumulators, one vector
+multiply-add per row and vector per k step; partial sums go through the output between
+slabs. Rows past I are clamped (read, never stored); stores are guarded at the edges, so
+nothing outside the operands is read or written.
 
-Blocks at the matrices' edges take a guarded copy of the loop (rows clamped into range,
-partial vectors loaded lane by lane, stores masked), so nothing is read or written out
-of bounds.
+pocl calls vloadN and fma out of line, so vectors are moved by plain (unaligned) vector
+loads and stores, and a * b + c is contracted (FP_CONTRACT ON) into one fused multiply-add.
 """
 from __future__ import annotations
 
@@ -20,29 +25,36 @@ from dataclasses import dataclass
 
 from fgrad.lower.schedule.gemm_layout import GemmDims
 
-_LANES = "0123456789abcdef"
-_UNALIGNED = "@VEC@"  # placeholder for the kernel's unaligned vector typedef
-_CONTRACT = "  #pragma OPENCL FP_CONTRACT ON"  # a * b + c may fuse (into one FMA)
+_VEC = "@VEC@"  # placeholder for the kernel's unaligned vector typedef
 
 
 @dataclass(frozen=True)
 class CpuShape:
-    """Sizes of the CPU kernel: vector width (elements), rows and vectors per work-item in
-    the axpy form, rows x cols in the dot form, and work-items per work-group."""
+    """Sizes of the CPU kernel: vector width (elements), rows and vectors of the register
+    block, row blocks per work-item, the k slab, and work-items per work-group."""
 
     vec: int = 8
     rows: int = 6
     vecs: int = 2
-    dot_rows: int = 3
-    dot_cols: int = 4
-    group: int = 8
+    blocks: int = 16
+    kc: int = 128
+    group: int = 1
+
+    @property
+    def width(self) -> int:
+        """Columns (J) per work-item."""
+        return self.vec * self.vecs
+
+    @property
+    def height(self) -> int:
+        """Rows (I) per work-item."""
+        return self.rows * self.blocks
 
 
 @dataclass(frozen=True)
 class _Axpy:
-    """The axpy form in kernel coordinates: I rows, J columns (vector direction).
-    s(i, p) = s_i * i + s_p * p reads the broadcast operand, v(p, j) = ldv * p + j the
-    vector operand, out(i, j) = o_i * i + o_j * j."""
+    """The axpy form: I x J outputs over k; S(i, p) at s_i * i + s_p * p of operand `s`,
+    V(p, j) at v_p * p + v_j * j of operand `v`, out(i, j) at o_i * i + o_j * j."""
 
     ni: int
     nj: int
@@ -51,110 +63,141 @@ class _Axpy:
     s_i: int
     s_p: int
     v: str
-    ldv: int
+    v_p: int
+    v_j: int
     o_i: int
     o_j: int
 
 
 def _axpy_of(d: GemmDims) -> _Axpy:
-    """The axpy form of a matmul whose rhs is plain (or whose operands both are transposed:
-    then I runs over n, J over m, and the output is stored transposed)."""
-    if not d.rhs.trans:
-        s_i, s_p = (1, d.lhs.ld) if d.lhs.trans else (d.lhs.ld, 1)
-        return _Axpy(d.m, d.n, d.k, "a", s_i, s_p, "bm", d.rhs.ld, d.n, 1)
-    return _Axpy(d.n, d.m, d.k, "bm", d.rhs.ld, 1, "a", d.lhs.ld, 1, d.n)
+    """The axpy form of the matmul `d` (see the module docstring)."""
+    a_ld, b_ld = d.lhs.ld, d.rhs.ld
+    if d.lhs.trans and d.rhs.trans:  # C^T = B^T A^T: S = B^T (n x k), V = A^T (k x m)
+        return _Axpy(d.n, d.m, d.k, "bm", b_ld, 1, "a", a_ld, 1, 1, d.n)
+    s_i, s_p = (1, a_ld) if d.lhs.trans else (a_ld, 1)
+    v_p, v_j = (1, b_ld) if d.rhs.trans else (b_ld, 1)
+    return _Axpy(d.m, d.n, d.k, "a", s_i, s_p, "bm", v_p, v_j, d.n, 1)
 
 
-def _vec_load(t: str, w: int, base: str, full: bool, lim: str) -> str:
-    """A vector of `w` elements from `base` on: one unaligned vector load when the block is
-    full, else lane by lane with column indices clamped to `lim` (those lanes are never
-    stored). (pocl calls vloadN and fma out of line; plain loads and contracted a * b + c
-    compile to vmovups and vfmadd.)"""
-    if full:
-        return f"*(__global const {_UNALIGNED}*)({base})" if w > 1 else f"{base}[0]"
-    lanes = ", ".join(f"({base})[{x} < {lim} ? {x} : {lim}]" for x in range(w))
-    return f"({t}{w})({lanes})" if w > 1 else lanes
+def _pack_v(f: _Axpy, t: str, c: CpuShape) -> list[str]:
+    """Copy V[kc0 : kc0 + kn, j0 : j0 + width] into pv (zeros past J): whole vectors when the
+    panel is full and V runs along J, else element by element down V's storage order."""
+    w, nv = c.vec, c.vecs
+    general = [f"    for (int x = 0; x < {c.width}; ++x) {{",
+               f"      const long j = j0 + x < {f.nj} ? j0 + x : {f.nj - 1};",
+               f"      __global const {t}* src = v + kc0 * {f.v_p} + j * {f.v_j};",
+               f"      for (int p = 0; p < kn; ++p) "
+               f"pvs[p * {c.width} + x] = j0 + x < {f.nj} ? src[p * {f.v_p}] : 0;",
+               "    }"]
+    if f.v_j != 1 or w == 1:
+        return general
+    loads = [f"pv[p * {nv} + {x}] = *(__global const {_VEC}*)(src + {x * w});"
+             for x in range(nv)]
+    return [f"  if (j0 + {c.width} <= {f.nj}) {{",
+            "    for (int p = 0; p < kn; ++p) {",
+            f"      __global const {t}* src = v + (kc0 + p) * {f.v_p} + j0;",
+            *(f"      {x}" for x in loads),
+            "    }",
+            "  } else {", *general, "  }"]
 
 
-def _axpy_loop(f: _Axpy, t: str, c: CpuShape, full: bool) -> list[str]:
-    """Declarations and the k loop of one axpy block at (i0, j0)."""
+def _pack_s(f: _Axpy, t: str, c: CpuShape) -> list[str]:
+    """Copy S[i0 : i0 + height, kc0 : kc0 + kn] (S runs along I) into ps, p-major (rows past
+    I read as row I-1)."""
+    h, w = c.height, c.vec
+    lines = [f"  for (int p = 0; p < kn; ++p) {{",
+             f"    __global const {t}* src = s + (kc0 + p) * {f.s_p};"]
+    if w > 1 and h % w == 0:
+        lines += [f"    if (i0 + {h} <= {f.ni}) {{",
+                  *(f"      *(__private {_VEC}*)(ps + p * {h} + {x * w}) = "
+                    f"*(__global const {_VEC}*)(src + i0 + {x * w});" for x in range(h // w)),
+                  "      continue;", "    }"]
+    return [*lines, f"    for (int x = 0; x < {h}; ++x) ps[p * {h} + x] = "
+            f"src[i0 + x < {f.ni} ? i0 + x : {f.ni - 1}];", "  }"]
+
+
+def _c_io(f: _Axpy, c: CpuShape, load: bool) -> list[str]:
+    """Load (partial sums) or store the accumulators of the block at (r0, j0): whole vectors
+    when the block is full and the output runs along J, else element by element, guarded."""
+    acc = [(r, v) for r in range(c.rows) for v in range(c.vecs)]
+    at = f"(r0 + {{r}}) * {f.o_i} + j0 + {{x}}"
+    if load:
+        vec_io = [f"c{r}_{v} = *(__global {_VEC}*)(o + {at.format(r=r, x=v * c.vec)});"
+                  for r, v in acc]
+    else:
+        vec_io = [f"*(__global {_VEC}*)(o + {at.format(r=r, x=v * c.vec)}) = c{r}_{v};"
+                  for r, v in acc]
+    elem = f"o[(r0 + r) * {f.o_i} + (j0 + x) * {f.o_j}]"
+    guard = f"r0 + r < {f.ni} && j0 + x < {f.nj}"
+    fill = [f"tmp[{r}][{v}] = c{r}_{v};" for r, v in acc]
+    drain = [f"c{r}_{v} = tmp[{r}][{v}];" for r, v in acc]
+    loop = [f"for (int r = 0; r < {c.rows}; ++r)",
+            f"  for (int x = 0; x < {c.width}; ++x)",
+            (f"    tmps[r * {c.width} + x] = {guard} ? {elem} : 0;" if load
+             else f"    if ({guard}) {elem} = tmps[r * {c.width} + x];")]
+    slow = (loop + drain) if load else (fill + loop)
+    if f.o_j != 1 or c.vec == 1:
+        return [f"    {x}" for x in slow]
+    full = f"r0 + {c.rows} <= {f.ni} && j0 + {c.width} <= {f.nj}"
+    return [f"    if ({full}) {{", *(f"      {x}" for x in vec_io), "    } else {",
+            *(f"      {x}" for x in slow), "    }"]
+
+
+def _block(f: _Axpy, t: str, c: CpuShape, packed_s: bool) -> list[str]:
+    """The register kernel of one block of rows at r0 over the slab (accumulating)."""
     tv = f"{t}{c.vec}" if c.vec > 1 else t
-    acc = [f"c{r}_{v}" for r in range(c.rows) for v in range(c.vecs)]
-    lines = [f"  {tv} {', '.join(f'{a} = 0' for a in acc)};"]
+    acc = [(r, v) for r in range(c.rows) for v in range(c.vecs)]
+    lines = [f"  for (int rb = 0; rb < {c.blocks}; ++rb) {{",
+             f"    const long r0 = i0 + rb * {c.rows};",
+             f"    if (r0 >= {f.ni}) break;",
+             f"    {tv} {', '.join(f'c{r}_{v} = 0' for r, v in acc)};",
+             "    if (kc0 > 0) {", *_c_io(f, c, True), "    }"]
+    if packed_s:
+        elem = [f"ps[p * {c.height} + rb * {c.rows} + {r}]" for r in range(c.rows)]
+    else:
+        for r in range(c.rows):
+            row = f"r0 + {r} < {f.ni} ? r0 + {r} : {f.ni - 1}"
+            lines.append(f"    __global const {t}* s{r} = s + ({row}) * {f.s_i} + kc0 * {f.s_p};")
+        elem = [f"s{r}[p * {f.s_p}]" for r in range(c.rows)]
+    lines += ["    for (int p = 0; p < kn; ++p) {",
+              *(f"      const {tv} v{v} = pv[p * {c.vecs} + {v}];" for v in range(c.vecs))]
     for r in range(c.rows):
-        row = f"i0 + {r}" if full else f"i0 + {r} < {f.ni} ? i0 + {r} : {f.ni - 1}"
-        lines.append(f"  __global const {t}* s{r} = s + ({row}) * {f.s_i};")
-    lines += [f"  __global const {t}* vp = v + j0;",
-              f"  for (long p = 0; p < {f.k}; ++p, vp += {f.ldv}) {{"]
-    for v in range(c.vecs):
-        lim = f"{f.nj - 1}L - j0 - {v * c.vec}"
-        lines.append(f"    const {tv} v{v} = "
-                     f"{_vec_load(t, c.vec, f'vp + {v * c.vec}', full, lim)};")
-    for r in range(c.rows):
-        lines.append(f"    const {tv} a{r} = ({tv})(s{r}[p * {f.s_p}]);")
-        lines += [f"    c{r}_{v} = a{r} * v{v} + c{r}_{v};" for v in range(c.vecs)]
-    return [*lines, "  }"]
+        lines.append(f"      const {tv} a{r} = ({tv})({elem[r]});")
+        lines += [f"      c{r}_{v} = a{r} * v{v} + c{r}_{v};" for v in range(c.vecs)]
+    return [*lines, "    }", *_c_io(f, c, False), "  }"]
 
 
-def _axpy_store(f: _Axpy, c: CpuShape, full: bool) -> list[str]:
-    """Stores of one axpy block: whole vectors when full and the output runs along J."""
-    lines = []
-    for r in range(c.rows):
-        for v in range(c.vecs):
-            j = f"j0 + {v * c.vec}"
-            if full and f.o_j == 1 and c.vec > 1:
-                lines.append(f"  *(__global {_UNALIGNED}*)(o + (i0 + {r}) * {f.o_i} + {j}) = "
-                             f"c{r}_{v};")
-                continue
-            for x in range(c.vec):
-                lane = f"c{r}_{v}.s{_LANES[x]}" if c.vec > 1 else f"c{r}_{v}"
-                at = f"o[(i0 + {r}) * {f.o_i} + ({j} + {x}) * {f.o_j}] = {lane};"
-                guard = f"i0 + {r} < {f.ni} && {j} + {x} < {f.nj}"
-                lines.append(f"  {at}" if full else f"  if ({guard}) {at}")
-    return lines
+def _body(name: str, f: _Axpy, t: str, c: CpuShape) -> list[str]:
+    """The work-item's function: for each k slab, pack, then run its row blocks."""
+    tv = f"{t}{c.vec}" if c.vec > 1 else t
+    packed_s = f.s_p != 1 and f.s_i == 1  # S runs along I: copy its slab
+    kc = max(1, min(c.kc, f.k))
+    lines = [f"inline void {name}_panel(__global {t}* restrict o, __global const {t}* "
+             f"restrict s, __global const {t}* restrict v, const long i0, const long j0) {{",
+             "  #pragma OPENCL FP_CONTRACT ON",
+             f"  {tv} pv[{kc * c.vecs}];",
+             f"  __private {t}* pvs = (__private {t}*)pv;",
+             f"  {tv} tmp[{c.rows}][{c.vecs}];",
+             f"  __private {t}* tmps = (__private {t}*)tmp;"]
+    if packed_s:
+        lines.append(f"  {t} ps[{kc * c.height}];")
+    lines += [f"  for (long kc0 = 0; kc0 < {f.k}; kc0 += {kc}) {{",
+              f"  const int kn = {f.k} - kc0 < {kc} ? {f.k} - kc0 : {kc};",
+              *_pack_v(f, t, c)]
+    if packed_s:
+        lines += _pack_s(f, t, c)
+    lines += _block(f, t, c, packed_s)
+    return [*lines, "  }", *_zero_fill(f, c), "}", ""]
 
 
-def _axpy_helpers(name: str, f: _Axpy, t: str, c: CpuShape) -> list[str]:
-    """The full-block and edge-block functions of the axpy form."""
-    lines = []
-    for full, tag in ((True, "full"), (False, "edge")):
-        lines += [f"inline void {name}_{tag}(__global {t}* restrict o, "
-                  f"__global const {t}* restrict s, __global const {t}* restrict v, "
-                  f"const long i0, const long j0) {{", _CONTRACT,
-                  *_axpy_loop(f, t, c, full), *_axpy_store(f, c, full), "}", ""]
-    return lines
-
-
-def _dot_helper(name: str, d: GemmDims, t: str, c: CpuShape) -> list[str]:
-    """The dot-form block function: rows of lhs and rows of rhs^T, both contiguous in k,
-    multiplied vector by vector (rows and columns clamped into range), summed at the end."""
-    w, tv = c.vec, (f"{t}{c.vec}" if c.vec > 1 else t)
-    pairs = [(r, q) for r in range(c.dot_rows) for q in range(c.dot_cols)]
-    lines = [f"inline void {name}_dot(__global {t}* restrict o, __global const {t}* restrict "
-             f"a, __global const {t}* restrict bm, const long i0, const long j0) {{", _CONTRACT,
-             f"  {tv} {', '.join(f'c{r}_{q} = 0' for r, q in pairs)};"]
-    for r in range(c.dot_rows):
-        row = f"(i0 + {r} < {d.m} ? i0 + {r} : {d.m - 1})"
-        lines.append(f"  __global const {t}* a{r} = a + {row} * {d.lhs.ld};")
-    for q in range(c.dot_cols):
-        col = f"(j0 + {q} < {d.n} ? j0 + {q} : {d.n - 1})"
-        lines.append(f"  __global const {t}* b{q} = bm + {col} * {d.rhs.ld};")
-    body = d.k - d.k % w
-    load = (lambda p, x: f"*(__global const {_UNALIGNED}*)({x} + {p})") if w > 1 \
-        else (lambda p, x: f"{x}[{p}]")
-    lines += [f"  for (long p = 0; p < {body}; p += {w}) {{",
-              *(f"    const {tv} x{r} = {load('p', f'a{r}')};" for r in range(c.dot_rows)),
-              *(f"    const {tv} y{q} = {load('p', f'b{q}')};" for q in range(c.dot_cols)),
-              *(f"    c{r}_{q} = x{r} * y{q} + c{r}_{q};" for r, q in pairs),
-              "  }"]
-    for r, q in pairs:
-        terms = " + ".join(f"c{r}_{q}.s{_LANES[x]}" for x in range(w)) if w > 1 else f"c{r}_{q}"
-        lines += [f"  {t} t{r}_{q} = {terms};",
-                  f"  for (long p = {body}; p < {d.k}; ++p) "
-                  f"t{r}_{q} = a{r}[p] * b{q}[p] + t{r}_{q};",
-                  f"  if (i0 + {r} < {d.m} && j0 + {q} < {d.n}) "
-                  f"o[(i0 + {r}) * {d.n} + j0 + {q}] = t{r}_{q};"]
-    return [*lines, "}", ""]
+def _zero_fill(f: _Axpy, c: CpuShape) -> list[str]:
+    """With k = 0 there is no slab: store zeros."""
+    if f.k:
+        return []
+    return [f"  for (int r = 0; r < {c.height}; ++r)",
+            f"    for (int x = 0; x < {c.width}; ++x)",
+            f"      if (i0 + r < {f.ni} && j0 + x < {f.nj}) "
+            f"o[(i0 + r) * {f.o_i} + (j0 + x) * {f.o_j}] = 0;"]
 
 
 def _blocks(total: int, size: int) -> int:
@@ -163,33 +206,23 @@ def _blocks(total: int, size: int) -> int:
 
 def cpu_gemm(name: str, d: GemmDims, t: str, c: CpuShape, offsets: tuple[str, str],
              n_batch: int) -> tuple[str, tuple[int, int, int], tuple[int, int, int]]:
-    """The OpenCL C (helpers and kernel), global size and local size of the CPU matmul of
+    """The OpenCL C (helper and kernel), global size and local size of the CPU matmul of
     `d` in element type `t`; `offsets`: the lhs and rhs batch offsets of entry `b`."""
-    dot = d.lhs.trans is False and d.rhs.trans is True
-    if dot:
-        ni, nj, bi, bj = d.m, d.n, c.dot_rows, c.dot_cols
-        helpers = _dot_helper(name, d, t, c)
-        call = [f"  {name}_dot(o, a, bm, i0, j0);"]
-    else:
-        f = _axpy_of(d)
-        ni, nj, bi, bj = f.ni, f.nj, c.rows, c.vecs * c.vec
-        helpers = _axpy_helpers(name, f, t, c)
-        args = f"o, {f.s}, {f.v}, i0, j0"
-        call = [f"  if (i0 + {bi} <= {ni} && j0 + {bj} <= {nj}) {name}_full({args});",
-                f"  else {name}_edge({args});"]
-    gi, gj = _blocks(ni, bi), _blocks(nj, bj)
+    f = _axpy_of(d)
+    gi, gj = _blocks(f.ni, c.height), _blocks(f.nj, c.width)
     kernel = [f"__kernel __attribute__((reqd_work_group_size({c.group}, 1, 1)))",
               (f"void {name}(__global {t}* restrict out, __global const {t}* restrict lhs, "
                f"__global const {t}* restrict rhs) {{"),
-              "  const long ib = get_global_id(0), jb = get_global_id(1), b = get_global_id(2);",
-              f"  if (ib >= {gi}) return;",
-              f"  const long i0 = ib * {bi}, j0 = jb * {bj};",
-              f"  __global {t}* o = out + b * {d.m * d.n}L;",
+              "  const long jb = get_global_id(0), ib = get_global_id(1), b = get_global_id(2);",
+              f"  if (jb >= {gj}) return;",
               f"  __global const {t}* a = lhs + {offsets[0]};",
               f"  __global const {t}* bm = rhs + {offsets[1]};",
-              *call, "}"]
-    glob = (_blocks(gi, c.group) * c.group, gj, n_batch)
+              f"  {name}_panel(out + b * {d.m * d.n}L, {f.s}, {f.v}, ib * {c.height}, "
+              f"jb * {c.width});",
+              "}"]
     vec = f"{name}_vec"
-    typedef = [f"typedef {t}{c.vec} {vec} __attribute__((aligned({8 if t == 'double' else 4})));"]
-    source = "\n".join(typedef * (c.vec > 1) + helpers + kernel).replace(_UNALIGNED, vec)
+    size = 8 if t == "double" else 4
+    typedef = [f"typedef {t}{c.vec} {vec} __attribute__((aligned({size})));"] * (c.vec > 1)
+    source = "\n".join(typedef + _body(name, f, t, c) + kernel).replace(_VEC, vec)
+    glob = (_blocks(gj, c.group) * c.group, gi, n_batch)
     return source, glob, (c.group, 1, 1)
