@@ -25,7 +25,8 @@ from dataclasses import dataclass
 
 from fgrad.lower.schedule.gemm_layout import GemmDims
 
-_VEC = "@VEC@"  # placeholder for the kernel's unaligned vector typedef
+_VEC = "@VEC@"
+_LANES = "0123456789abcdef"  # placeholder for the kernel's unaligned vector typedef
 
 
 @dataclass(frozen=True)
@@ -89,8 +90,10 @@ def _pack_v(f: _Axpy, t: str, c: CpuShape) -> list[str]:
                f"      for (int p = 0; p < kn; ++p) "
                f"pvs[p * {c.width} + x] = j0 + x < {f.nj} ? src[p * {f.v_p}] : 0;",
                "    }"]
-    if f.v_j != 1 or w == 1:
+    if w == 1 or (f.v_j != 1 and f.v_p != 1):
         return general
+    if f.v_j != 1:
+        return _pack_v_transposed(f, t, c, general)
     loads = [f"pv[p * {nv} + {x}] = *(__global const {_VEC}*)(src + {x * w});"
              for x in range(nv)]
     return [f"  if (j0 + {c.width} <= {f.nj}) {{",
@@ -98,6 +101,28 @@ def _pack_v(f: _Axpy, t: str, c: CpuShape) -> list[str]:
             f"      __global const {t}* src = v + (kc0 + p) * {f.v_p} + j0;",
             *(f"      {x}" for x in loads),
             "    }",
+            "  } else {", *general, "  }"]
+
+
+def _pack_v_transposed(f: _Axpy, t: str, c: CpuShape, general: list[str]) -> list[str]:
+    """The V copy when V runs along k (its columns are contiguous): w x w tiles, w columns
+    loaded as vectors along k and transposed in registers; the k tail element by element."""
+    w, tv = c.vec, f"{t}{c.vec}"
+    tile = []
+    for g in range(c.vecs):
+        tile.append(f"      __global const {t}* src{g} = v + kc0 + p + (j0 + {g * w}) * "
+                    f"{f.v_j};")
+        tile += [f"      const {tv} r{g}_{x} = *(__global const {_VEC}*)(src{g} + {x * f.v_j});"
+                 for x in range(w)]
+        for q in range(w):
+            lanes = ", ".join(f"r{g}_{x}.s{_LANES[q]}" for x in range(w))
+            tile.append(f"      pv[(p + {q}) * {c.vecs} + {g}] = ({tv})({lanes});")
+    return [f"  if (j0 + {c.width} <= {f.nj}) {{",
+            "    int p = 0;",
+            f"    for (; p + {w} <= kn; p += {w}) {{", *tile, "    }",
+            "    for (; p < kn; ++p)",
+            f"      for (int x = 0; x < {c.width}; ++x) "
+            f"pvs[p * {c.width} + x] = v[kc0 + p + (j0 + x) * {f.v_j}];",
             "  } else {", *general, "  }"]
 
 
