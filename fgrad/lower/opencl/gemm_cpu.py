@@ -38,13 +38,19 @@ class CpuShape:
     rows: int = 6
     vecs: int = 2
     blocks: int = 16
+    panels: int = 4
     kc: int = 128
     group: int = 1
 
     @property
     def width(self) -> int:
-        """Columns (J) per work-item."""
+        """Columns (J) per panel (one register block wide)."""
         return self.vec * self.vecs
+
+    @property
+    def span(self) -> int:
+        """Columns (J) per work-item: `panels` panels of `width`."""
+        return self.width * self.panels
 
     @property
     def height(self) -> int:
@@ -73,8 +79,6 @@ class _Axpy:
 def _axpy_of(d: GemmDims) -> _Axpy:
     """The axpy form of the matmul `d` (see the module docstring)."""
     a_ld, b_ld = d.lhs.ld, d.rhs.ld
-    if d.lhs.trans and d.rhs.trans:  # C^T = B^T A^T: S = B^T (n x k), V = A^T (k x m)
-        return _Axpy(d.n, d.m, d.k, "bm", b_ld, 1, "a", a_ld, 1, 1, d.n)
     s_i, s_p = (1, a_ld) if d.lhs.trans else (a_ld, 1)
     v_p, v_j = (1, b_ld) if d.rhs.trans else (b_ld, 1)
     return _Axpy(d.m, d.n, d.k, "a", s_i, s_p, "bm", v_p, v_j, d.n, 1)
@@ -198,7 +202,7 @@ def _body(name: str, f: _Axpy, t: str, c: CpuShape) -> list[str]:
     packed_s = f.s_p != 1 and f.s_i == 1  # S runs along I: copy its slab
     kc = max(1, min(c.kc, f.k))
     lines = [f"inline void {name}_panel(__global {t}* restrict o, __global const {t}* "
-             f"restrict s, __global const {t}* restrict v, const long i0, const long j0) {{",
+             f"restrict s, __global const {t}* restrict v, const long i0, const long jw) {{",
              "  #pragma OPENCL FP_CONTRACT ON",
              f"  {tv} pv[{kc * c.vecs}];",
              f"  __private {t}* pvs = (__private {t}*)pv;",
@@ -207,11 +211,13 @@ def _body(name: str, f: _Axpy, t: str, c: CpuShape) -> list[str]:
     if packed_s:
         lines.append(f"  {t} ps[{kc * c.height}];")
     lines += [f"  for (long kc0 = 0; kc0 < {f.k}; kc0 += {kc}) {{",
-              f"  const int kn = {f.k} - kc0 < {kc} ? {f.k} - kc0 : {kc};",
-              *_pack_v(f, t, c)]
+              f"  const int kn = {f.k} - kc0 < {kc} ? {f.k} - kc0 : {kc};"]
     if packed_s:
         lines += _pack_s(f, t, c)
-    lines += _block(f, t, c, packed_s)
+    lines += [f"  for (int jp = 0; jp < {c.panels}; ++jp) {{",
+              f"  const long j0 = jw + jp * {c.width};",
+              f"  if (j0 >= {f.nj}) break;",
+              *_pack_v(f, t, c), *_block(f, t, c, packed_s), "  }"]
     return [*lines, "  }", *_zero_fill(f, c), "}", ""]
 
 
@@ -220,9 +226,9 @@ def _zero_fill(f: _Axpy, c: CpuShape) -> list[str]:
     if f.k:
         return []
     return [f"  for (int r = 0; r < {c.height}; ++r)",
-            f"    for (int x = 0; x < {c.width}; ++x)",
-            f"      if (i0 + r < {f.ni} && j0 + x < {f.nj}) "
-            f"o[(i0 + r) * {f.o_i} + (j0 + x) * {f.o_j}] = 0;"]
+            f"    for (int x = 0; x < {c.span}; ++x)",
+            f"      if (i0 + r < {f.ni} && jw + x < {f.nj}) "
+            f"o[(i0 + r) * {f.o_i} + (jw + x) * {f.o_j}] = 0;"]
 
 
 def _blocks(total: int, size: int) -> int:
@@ -234,7 +240,7 @@ def cpu_gemm(name: str, d: GemmDims, t: str, c: CpuShape, offsets: tuple[str, st
     """The OpenCL C (helper and kernel), global size and local size of the CPU matmul of
     `d` in element type `t`; `offsets`: the lhs and rhs batch offsets of entry `b`."""
     f = _axpy_of(d)
-    gi, gj = _blocks(f.ni, c.height), _blocks(f.nj, c.width)
+    gi, gj = _blocks(f.ni, c.height), _blocks(f.nj, c.span)
     kernel = [f"__kernel __attribute__((reqd_work_group_size({c.group}, 1, 1)))",
               (f"void {name}(__global {t}* restrict out, __global const {t}* restrict lhs, "
                f"__global const {t}* restrict rhs) {{"),
@@ -243,7 +249,7 @@ def cpu_gemm(name: str, d: GemmDims, t: str, c: CpuShape, offsets: tuple[str, st
               f"  __global const {t}* a = lhs + {offsets[0]};",
               f"  __global const {t}* bm = rhs + {offsets[1]};",
               f"  {name}_panel(out + b * {d.m * d.n}L, {f.s}, {f.v}, ib * {c.height}, "
-              f"jb * {c.width});",
+              f"jb * {c.span});",
               "}"]
     vec = f"{name}_vec"
     size = 8 if t == "double" else 4
