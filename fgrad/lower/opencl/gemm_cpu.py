@@ -3,21 +3,21 @@
 In: `GemmDims`, the element type and a `CpuShape`. Out: the OpenCL C of one kernel (plus
 its inline helper) and its launch.
 
-The matmul is put in "axpy" form: I rows x J columns, where every k step multiplies one
-element of the broadcast operand S (per row) by a run of the vector operand V (along J).
-Plain rhs: S = lhs, V = rhs; both operands transposed: C^T = B^T A^T (S = rhs, V = lhs,
-the output stored transposed); plain lhs with transposed rhs: S = lhs, V = rhs read down
-its columns. Each work-item owns a panel of `vecs` vectors of J by `blocks` x `rows` rows
-of I, and steps through k in slabs of `kc`: it copies the slab of its V panel into private
-memory (contiguous, padded with zeros past J; the one copy serves all its row blocks), and
-of S too when S runs along I (else S is read in place, row by row). For each block of
-`rows` rows it then runs the register kernel: rows x vecs vector accumulators, one vector
-multiply-add per row and vector per k step; partial sums go through the output between
-slabs. Rows past I are clamped (read, never stored); stores are guarded at the edges, so
-nothing outside the operands is read or written.
+out (m x n) = S (m x k) @ V (k x n), S the lhs and V the rhs, each read through its view.
+A work-item owns `blocks` x `rows` rows and `panels` panels of `vecs` vectors of columns,
+and steps through k in slabs of `kc`. Per slab it copies S's slab into private memory when
+S runs along m (a transposed lhs; else S is read in place, row by row), and per panel the
+slab of V: contiguous, zeros past n, w x w tiles transposed in registers when V runs
+along k. Each block of `rows` rows then runs the register kernel: rows x vecs vector
+accumulators, one broadcast element of S times one vector of V per multiply-add, partial
+sums kept in the output between slabs. Rows past m are clamped (read, never stored),
+columns past n are zeros in the copy, stores are guarded at the edges: nothing outside
+the operands is read or written. Consecutive work-items take consecutive panels of the
+same rows, so S's rows stay in cache while V streams.
 
-pocl calls vloadN and fma out of line, so vectors are moved by plain (unaligned) vector
-loads and stores, and a * b + c is contracted (FP_CONTRACT ON) into one fused multiply-add.
+pocl (3.0, LLVM 14) calls vloadN, vstoreN and fma out of line, so vectors are moved by
+plain unaligned vector loads and stores, and a * b + c is contracted (FP_CONTRACT ON,
+inside the helper only) into one fused multiply-add.
 """
 from __future__ import annotations
 
@@ -25,14 +25,15 @@ from dataclasses import dataclass
 
 from fgrad.lower.schedule.gemm_layout import GemmDims
 
-_VEC = "@VEC@"
-_LANES = "0123456789abcdef"  # placeholder for the kernel's unaligned vector typedef
+_VEC = "@VEC@"  # placeholder for the kernel's unaligned vector typedef
+_LANES = "0123456789abcdef"
 
 
 @dataclass(frozen=True)
 class CpuShape:
     """Sizes of the CPU kernel: vector width (elements), rows and vectors of the register
-    block, row blocks per work-item, the k slab, and work-items per work-group."""
+    block, row blocks and column panels per work-item, the k slab, and work-items per
+    work-group."""
 
     vec: int = 8
     rows: int = 6
@@ -44,24 +45,24 @@ class CpuShape:
 
     @property
     def width(self) -> int:
-        """Columns (J) per panel (one register block wide)."""
+        """Columns per panel (one register block wide)."""
         return self.vec * self.vecs
 
     @property
     def span(self) -> int:
-        """Columns (J) per work-item: `panels` panels of `width`."""
+        """Columns per work-item: `panels` panels of `width`."""
         return self.width * self.panels
 
     @property
     def height(self) -> int:
-        """Rows (I) per work-item."""
+        """Rows per work-item."""
         return self.rows * self.blocks
 
 
 @dataclass(frozen=True)
 class _Axpy:
-    """The axpy form: I x J outputs over k; S(i, p) at s_i * i + s_p * p of operand `s`,
-    V(p, j) at v_p * p + v_j * j of operand `v`, out(i, j) at o_i * i + o_j * j."""
+    """The matmul as the kernel reads it: ni x nj outputs (row-major) over k; S(i, p) at
+    s_i * i + s_p * p of operand `s`, V(p, j) at v_p * p + v_j * j of operand `v`."""
 
     ni: int
     nj: int
@@ -72,21 +73,19 @@ class _Axpy:
     v: str
     v_p: int
     v_j: int
-    o_i: int
-    o_j: int
 
 
 def _axpy_of(d: GemmDims) -> _Axpy:
-    """The axpy form of the matmul `d` (see the module docstring)."""
+    """How the kernel reads the operands of the matmul `d` (see the module docstring)."""
     a_ld, b_ld = d.lhs.ld, d.rhs.ld
     s_i, s_p = (1, a_ld) if d.lhs.trans else (a_ld, 1)
     v_p, v_j = (1, b_ld) if d.rhs.trans else (b_ld, 1)
-    return _Axpy(d.m, d.n, d.k, "a", s_i, s_p, "bm", v_p, v_j, d.n, 1)
+    return _Axpy(d.m, d.n, d.k, "a", s_i, s_p, "bm", v_p, v_j)
 
 
 def _pack_v(f: _Axpy, t: str, c: CpuShape) -> list[str]:
-    """Copy V[kc0 : kc0 + kn, j0 : j0 + width] into pv (zeros past J): whole vectors when the
-    panel is full and V runs along J, else element by element down V's storage order."""
+    """Copy V[kc0 : kc0 + kn, j0 : j0 + width] into pv (zeros past n): whole vectors when the
+    panel is full and V runs along n, else element by element down V's storage order."""
     w, nv = c.vec, c.vecs
     general = [f"    for (int x = 0; x < {c.width}; ++x) {{",
                f"      const long j = j0 + x < {f.nj} ? j0 + x : {f.nj - 1};",
@@ -131,8 +130,8 @@ def _pack_v_transposed(f: _Axpy, t: str, c: CpuShape, general: list[str]) -> lis
 
 
 def _pack_s(f: _Axpy, t: str, c: CpuShape) -> list[str]:
-    """Copy S[i0 : i0 + height, kc0 : kc0 + kn] (S runs along I) into ps, p-major (rows past
-    I read as row I-1)."""
+    """Copy S[i0 : i0 + height, kc0 : kc0 + kn] (S runs along m) into ps, p-major (rows past
+    m read as row m - 1)."""
     h, w = c.height, c.vec
     lines = [f"  for (int p = 0; p < kn; ++p) {{",
              f"    __global const {t}* src = s + (kc0 + p) * {f.s_p};"]
@@ -147,16 +146,16 @@ def _pack_s(f: _Axpy, t: str, c: CpuShape) -> list[str]:
 
 def _c_io(f: _Axpy, c: CpuShape, load: bool) -> list[str]:
     """Load (partial sums) or store the accumulators of the block at (r0, j0): whole vectors
-    when the block is full and the output runs along J, else element by element, guarded."""
+    when the block is full, else element by element, guarded."""
     acc = [(r, v) for r in range(c.rows) for v in range(c.vecs)]
-    at = f"(r0 + {{r}}) * {f.o_i} + j0 + {{x}}"
+    at = f"(r0 + {{r}}) * {f.nj} + j0 + {{x}}"
     if load:
         vec_io = [f"c{r}_{v} = *(__global {_VEC}*)(o + {at.format(r=r, x=v * c.vec)});"
                   for r, v in acc]
     else:
         vec_io = [f"*(__global {_VEC}*)(o + {at.format(r=r, x=v * c.vec)}) = c{r}_{v};"
                   for r, v in acc]
-    elem = f"o[(r0 + r) * {f.o_i} + (j0 + x) * {f.o_j}]"
+    elem = f"o[(r0 + r) * {f.nj} + j0 + x]"
     guard = f"r0 + r < {f.ni} && j0 + x < {f.nj}"
     fill = [f"tmp[{r}][{v}] = c{r}_{v};" for r, v in acc]
     drain = [f"c{r}_{v} = tmp[{r}][{v}];" for r, v in acc]
@@ -165,7 +164,7 @@ def _c_io(f: _Axpy, c: CpuShape, load: bool) -> list[str]:
             (f"    tmps[r * {c.width} + x] = {guard} ? {elem} : 0;" if load
              else f"    if ({guard}) {elem} = tmps[r * {c.width} + x];")]
     slow = (loop + drain) if load else (fill + loop)
-    if f.o_j != 1 or c.vec == 1:
+    if c.vec == 1:
         return [f"    {x}" for x in slow]
     full = f"r0 + {c.rows} <= {f.ni} && j0 + {c.width} <= {f.nj}"
     return [f"    if ({full}) {{", *(f"      {x}" for x in vec_io), "    } else {",
@@ -199,7 +198,7 @@ def _block(f: _Axpy, t: str, c: CpuShape, packed_s: bool) -> list[str]:
 def _body(name: str, f: _Axpy, t: str, c: CpuShape) -> list[str]:
     """The work-item's function: for each k slab, pack, then run its row blocks."""
     tv = f"{t}{c.vec}" if c.vec > 1 else t
-    packed_s = f.s_p != 1 and f.s_i == 1  # S runs along I: copy its slab
+    packed_s = f.s_p != 1 and f.s_i == 1  # S runs along m: copy its slab
     kc = max(1, min(c.kc, f.k))
     lines = [f"inline void {name}_panel(__global {t}* restrict o, __global const {t}* "
              f"restrict s, __global const {t}* restrict v, const long i0, const long jw) {{",
@@ -228,7 +227,7 @@ def _zero_fill(f: _Axpy, c: CpuShape) -> list[str]:
     return [f"  for (int r = 0; r < {c.height}; ++r)",
             f"    for (int x = 0; x < {c.span}; ++x)",
             f"      if (i0 + r < {f.ni} && jw + x < {f.nj}) "
-            f"o[(i0 + r) * {f.o_i} + (jw + x) * {f.o_j}] = 0;"]
+            f"o[(i0 + r) * {f.nj} + jw + x] = 0;"]
 
 
 def _blocks(total: int, size: int) -> int:
