@@ -7,18 +7,23 @@ device's kind and limits, from `gemm_target(dev)`). Out: a `RenderedKernel`: out
 of 0 broadcasts), the output row-major and contiguous. No form reads or writes outside
 the operands, for any m, n, k.
 
-Two forms, picked by the device kind:
+Two forms, picked by the device kind (`gemm_target`; tests force either on any device):
 
-- CPU (opencl/gemm_cpu.py): no __local memory and no barriers; each work-item keeps a
-  register block of the output in vector accumulators (6 rows x 2 vectors of the device's
-  preferred width: 6 x 16 floats with AVX2), fused multiply-adds over the whole of k, a
-  guarded copy of the loop only for edge blocks. On pocl 3.0 (2-core AMD EPYC VM, AVX2+FMA)
-  a float32 n x n matmul ran at 1.2 / 2.4 / 3.1 GFLOP/s (n = 256 / 1024 / 2048) with the
-  earlier local-memory kernel and runs at (see below) with this one.
+- CPU (opencl/gemm_cpu.py): no __local memory and no barriers; each work-item owns 96 rows
+  x 64 columns, steps through k in 256-wide slabs copied to private memory, and keeps
+  6 x 2 vector accumulators (the device's preferred width: 6 x 16 floats with AVX2) per
+  register block. Measured with pocl 3.0 on a 2-core AMD EPYC VM (AVX2+FMA), float32
+  n x n, data on the device, median per call: the earlier 16 x 16 local-memory kernel
+  (2 x 2 outputs per work-item) ran 1.2 / 2.4 / 3.1 GFLOP/s at n = 256 / 1024 / 2048; this
+  one 47 / 83 / 47 GFLOP/s at best (load average 1.7 from another job; 128-wide slabs)
+  and 31-48 / 34-50 / 31-43 with the cores loaded (load 3-4, where NumPy's OpenBLAS
+  reached 41-49 / 61-88 GFLOP/s at n = 1024 / 2048). The W5 MLP training step went from
+  661 ms to 29 ms (llvm backend: 21 ms).
 - GPU: work-groups of up to 16 x 16 work-items, each computing 4 x 4 outputs (a 64 x 64
   block per group), k stepping through 16-wide slabs staged in __local memory (loads
-  outside the matrices read as 0); sizes shrink to fit the device's work-group and
-  __local memory limits.
+  outside the matrices read as 0, consecutive work-items loading consecutive elements);
+  sizes shrink to fit the device's work-group and __local memory limits. Tested on pocl
+  only (no GPU here).
 """
 from __future__ import annotations
 

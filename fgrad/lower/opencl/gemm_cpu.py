@@ -40,7 +40,7 @@ class CpuShape:
     vecs: int = 2
     blocks: int = 16
     panels: int = 4
-    kc: int = 128
+    kc: int = 256
     group: int = 1
 
     @property
