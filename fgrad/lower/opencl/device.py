@@ -122,6 +122,9 @@ class CLDevice:
         self.is_cpu = _kind(dev) == "CPU"
         self.max_group = int(dev.max_work_group_size)
         self.fp64 = "cl_khr_fp64" in dev.extensions
+        self.local_mem = int(dev.local_mem_size)  # bytes of __local memory per work-group
+        self.vector_width = {"float": max(1, int(dev.preferred_vector_width_float)),
+                             "double": max(1, int(dev.preferred_vector_width_double or 1))}
         exact = dev.single_fp_config & cl.device_fp_config.CORRECTLY_ROUNDED_DIVIDE_SQRT
         self.options = ["-w"] + (["-cl-fp32-correctly-rounded-divide-sqrt"] if exact else [])
         self.programs: dict[str, Any] = {}

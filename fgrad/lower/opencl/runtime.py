@@ -9,8 +9,8 @@ host inputs in, enqueues every kernel on the device's in-order queue, and runs e
 step (a temporary NumPy fallback; see schedule/partition.py) by copying its operands to the host
 and its results back. Control flow (scan/while/cond) runs its sub-programs compiled for the
 same device, slicing and stacking rows on the device (schedule/control_flow.py). Intermediates use
-the Program's buffer plan, in pooled buffers. Library calls (float matmuls) run as a tiled
-OpenCL matmul (opencl/gemm.py); linalg stays a host step (no LAPACK on OpenCL).
+the Program's buffer plan, in pooled buffers. Library calls (float matmuls) run as an
+OpenCL matmul sized for the device (opencl/gemm.py); linalg stays a host step (no LAPACK on OpenCL).
 """
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ from fgrad.lower.schedule.control_flow import CONTROL_FLOW, run_control
 from fgrad.lower.kernel.build_rows import build_rows
 from fgrad.lower.kernel.ir import Kernel, check_kernel
 from fgrad.lower.opencl.device import CLArray, CLDevice, device_list, get_device
-from fgrad.lower.opencl.gemm import lower_gemm
+from fgrad.lower.opencl.gemm import gemm_target, lower_gemm
 from fgrad.lower.opencl.render import Launch, RenderedKernel, lower_kernel, program_source
 from fgrad.lower.kernel.program import Program, Segment
 from fgrad.lower.schedule.partition import HostStep, KernelStep, jaxpr_names
@@ -81,8 +81,10 @@ class OpenCLExecutable:
     """A program for OpenCL devices: call it with arrays, get device arrays back. It runs on
     the device of its CLArray inputs (the default device if there are none)."""
 
-    def __init__(self, program: Program, device: str | None = None):
+    def __init__(self, program: Program, device: str | None = None,
+                 gemm_variant: str | None = None):
         self.program = program
+        self.gemm_variant = gemm_variant  # "cpu"/"gpu" forces the matmul form (tests)
         self.kernels = opencl_kernels(program)
         self.library_calls: dict[str, Eqn] = dict(getattr(program, "library_calls", {}))
         self.default = device
@@ -93,7 +95,8 @@ class OpenCLExecutable:
     def rendered(self, dev: CLDevice | None = None) -> list[RenderedKernel]:
         """Every kernel and library call of the program as OpenCL C with its launch."""
         out = [lower_kernel(k, _group(dev)) for k in self.kernels]
-        out += [lower_gemm(name, eqn) for name, eqn in self.library_calls.items()]
+        target = gemm_target(dev, self.gemm_variant)
+        out += [lower_gemm(name, eqn, target) for name, eqn in self.library_calls.items()]
         return out
 
     def compiled(self, dev: CLDevice) -> dict[str, tuple[Any, Launch]]:
@@ -286,7 +289,9 @@ def describe(jaxpr: Jaxpr) -> str:
     kernels = opencl_kernels(program)
     parts += [str(k) for k in kernels] or ["(no kernels)"]
     rendered = [lower_kernel(k, _group(dev)) for k in kernels]
-    rendered += [lower_gemm(n, e) for n, e in getattr(program, "library_calls", {}).items()]
+    target = gemm_target(dev)
+    calls = getattr(program, "library_calls", {})
+    rendered += [lower_gemm(n, e, target) for n, e in calls.items()]
     parts.append("# OpenCL C (one program; launches: global size / local size)")
     parts += [f"// {r.name}: {r.form}, {r.launch.global_size} / {r.launch.local_size}"
               for r in rendered]

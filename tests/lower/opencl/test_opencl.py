@@ -322,13 +322,14 @@ def test_matmul_shapes_layouts_and_dtypes() -> None:
 
 
 def test_matmul_is_tiled_through_local_memory() -> None:
-    from fgrad.lower.opencl.gemm import TILE, lower_gemm
+    from fgrad.lower.opencl.gemm import GemmTarget, gpu_shape, lower_gemm
     a = Tensor(np.ones((64, 32), np.float32))
     jaxpr, _ = open_jaxpr(fgrad.make_jaxpr(lambda p, q: p @ q)(a, a.T))
     eqn = next(e for e in jaxpr.eqns if e.primitive.name == "dot_general")
     r = lower_gemm("g0", eqn)
     assert "__local float" in r.source and "barrier(CLK_LOCAL_MEM_FENCE)" in r.source
-    assert r.launch.local_size[:2] == (TILE, TILE)
+    side = gpu_shape(GemmTarget(), 4).side  # no target: the generic GPU form
+    assert r.launch.local_size[:2] == (side, side)
 
 
 # ---------------------------------------------------------------------------- programs
