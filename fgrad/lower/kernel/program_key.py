@@ -1,14 +1,14 @@
 """What a compiled program depends on, hashed: the key of a whole program in a compile cache.
 
-In: a Jaxpr and the backend's context strings (toolchain, host CPU, settings). Out: a hex
+In: a Jaxpr and the backend's context strings (toolchain, host CPU, settings, `tunables` of
+its modules). Out: a hex
 digest, or None when some parameter cannot be described exactly (a Python callable, an
 object printed by address), in which case the program is simply not cached whole.
 
 The jaxpr is described exactly, not printed for people: variables numbered by first
 appearance, literals and array parameters by their bytes and dtype, sub-jaxprs recursively.
 fgrad's own source enters by each file's size and modification time (a stat per file,
-~2 ms; hashing the contents costs ~20 ms, a large share of a warm start), with the
-lowering's tunable constants as they are now.
+~2 ms; hashing the contents costs ~20 ms, a large share of a warm start).
 """
 from __future__ import annotations
 
@@ -16,7 +16,8 @@ import enum
 import functools
 import hashlib
 import os
-import sys
+from collections.abc import Sequence
+from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -44,17 +45,16 @@ def package_signature() -> str:
     return digest.hexdigest()
 
 
-def tunables() -> str:
-    """Every upper-case number, string or flag of the loaded fgrad.lower modules (thread
-    split sizes, fusion limits, GEMM blocking...): whatever a test or a user changes there
-    at run time must change the key too."""
+def tunables(modules: Sequence[ModuleType]) -> str:
+    """Every upper-case number, string or flag of `modules` (thread split sizes, fusion
+    limits, GEMM blocking...): whatever a test or a user changes there at run time must
+    change the key too. The backend names its modules, so the key does not depend on which
+    others happen to be loaded."""
     found = []
-    for name, module in sorted(sys.modules.items()):
-        if not name.startswith("fgrad.lower.") or module is None:
-            continue
+    for module in modules:
         for attr, value in sorted(vars(module).items()):
             if attr.isupper() and type(value) in (int, float, str, bool):
-                found.append(f"{name}.{attr}={value!r}")
+                found.append(f"{module.__name__}.{attr}={value!r}")
     return "\n".join(found)
 
 
@@ -122,5 +122,5 @@ def program_key(jaxpr: Jaxpr, *context: str) -> str | None:
         described = _Describer().jaxpr(jaxpr)
     except _Unkeyable:
         return None
-    text = "\0".join(["fgrad-program", package_signature(), tunables(), *context, described])
+    text = "\0".join(["fgrad-program", package_signature(), *context, described])
     return hashlib.sha256(text.encode()).hexdigest()

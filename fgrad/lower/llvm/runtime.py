@@ -20,6 +20,7 @@ import ctypes
 import functools
 import hashlib
 import logging
+import sys
 import threading
 import time
 import weakref
@@ -48,7 +49,7 @@ from fgrad.lower.llvm.threads import (PART_ENTRY, describe_threads, run_parts, s
 from fgrad.lower.kernel import call_plan
 from fgrad.lower.kernel.call_plan import (CONSTANT, FRESH, CallPlan, HostCall, NativeStep,
                                           Objects)
-from fgrad.lower.kernel.program_key import program_key
+from fgrad.lower.kernel.program_key import program_key, tunables
 from fgrad.lower.kernel.memory import memory_report
 from fgrad.lower.kernel.program import Program, Segment
 from fgrad.lower.schedule.split_reduce import split_reductions
@@ -471,7 +472,8 @@ def compile_llvm(jaxpr: Jaxpr) -> LLVMExecutable:
     """The `llvm` backend compiler registered in fgrad.transforms.executables: the program
     loaded whole from the disk cache when a previous process stored it (no scheduling, no
     kernel building: `_load_program`), else planned and built, then stored."""
-    key = program_key(jaxpr, _toolchain_and_host(), flags.gemm_library())
+    key = program_key(jaxpr, _toolchain_and_host(), flags.gemm_library(),
+                      tunables(_PLANNING_MODULES))
     exe = _load_program(key, jaxpr) if key is not None else None
     if exe is None:
         exe, objects = build(plan(jaxpr), jaxpr)
@@ -548,6 +550,13 @@ def _describe_control(name: str, eqn: Eqn) -> str:
 
 
 compile_llvm.describe = describe  # type: ignore[attr-defined]  # jit getattr()s it
+
+
+# whose tunable constants enter a program's key: the lowering modules loaded with this one
+_PLANNING_MODULES = tuple(module for name, module in sorted(sys.modules.items())
+                          if name.split(".")[:3] in (["fgrad", "lower", "llvm"],
+                                                     ["fgrad", "lower", "kernel"],
+                                                     ["fgrad", "lower", "schedule"]))
 
 
 caches.register_clearer(clear_memory_cache)

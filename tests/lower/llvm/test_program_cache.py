@@ -91,13 +91,18 @@ def _mlp_jaxpr() -> Any:
 
 def test_keys_tell_programs_apart_and_match_retraced_ones(monkeypatch: Any) -> None:
     x = np.ones(7, np.float32)
-    a = program_key.program_key(_jaxpr(lambda v: v * 1.5, x))
-    assert a == program_key.program_key(_jaxpr(lambda v: v * 1.5, x))
-    assert a != program_key.program_key(_jaxpr(lambda v: v * 1.5000001, x))
-    assert a != program_key.program_key(_jaxpr(lambda v: v * 1.5, np.ones(8, np.float32)))
-    assert a != program_key.program_key(_jaxpr(lambda v: v * 1.5, x), "another context")
+
+    def key(jaxpr: Any, *context: str) -> str | None:
+        return program_key.program_key(jaxpr, *context, program_key.tunables([threads]))
+
+    a = key(_jaxpr(lambda v: v * 1.5, x))
+    assert a is not None and a == key(_jaxpr(lambda v: v * 1.5, x))
+    assert a != key(_jaxpr(lambda v: v * 1.5000001, x))
+    assert a != key(_jaxpr(lambda v: v * 1.5, np.ones(8, np.float32)))
+    assert a != key(_jaxpr(lambda v: v * 1.5, x), "another context")
     monkeypatch.setattr(threads, "MIN_PARALLEL_WORK", 64)
-    assert a != program_key.program_key(_jaxpr(lambda v: v * 1.5, x))
+    assert a != key(_jaxpr(lambda v: v * 1.5, x))
+    assert threads in llvm_runtime._PLANNING_MODULES
 
 
 def test_a_parameter_without_an_exact_description_is_not_keyed() -> None:
@@ -180,6 +185,7 @@ def test_programs_with_host_steps_are_not_stored(tmp_path: Any, monkeypatch: Any
     np.testing.assert_allclose(carry, x[0] + x.sum(0), rtol=1e-5)
     assert not exe.plan.native_only
     key = program_key.program_key(jaxpr, llvm_runtime._toolchain_and_host(),
-                                  flags.gemm_library())
+                                  flags.gemm_library(),
+                                  program_key.tunables(llvm_runtime._PLANNING_MODULES))
     assert key is not None and disk_cache.load(key, llvm_runtime.PROGRAMS) is None
     assert os.listdir(tmp_path / llvm_runtime.PROGRAMS)  # the scan's native body is there
