@@ -34,10 +34,10 @@ def main() -> None:
     x = Tensor.ones(1)
     f(x)
     f(x)
-    exe = next(iter(f._fast.values()))[0]
+    lean = next(iter(f._fast.values()))[0]  # the executable's `fast_call` (a LeanCall)
     data = x._data
-    out = exe(data)[0]
-    scope = dict(globals(), f=f, x=x, exe=exe, d=data, o=out, args=(x,))
+    out = lean((data,))[0]
+    scope = dict(globals(), f=f, x=x, lean=lean, d=data, ds=(data,), o=out, args=(x,))
     rows = [
         ("fgrad: f(x), the whole call", "f(x)"),
         ("  jit: same-arrays check of the last call",
@@ -45,11 +45,11 @@ def main() -> None:
         ("  jit: signature key (a call with new arrays)", "jit_module._fast_key(args, 'llvm')"),
         ("  jit: FGRAD_BACKEND lookup (backend=None only)", "flags.default_backend()"),
         ("  jit: eager-trace check", "isinstance(current_trace(), EvalTrace)"),
-        ("  executable: lean call, all of it", "exe(d)"),
-        ("    native entry through ctypes", "exe._lean._entry(exe._lean._table_address)"),
+        ("  executable: lean call, all of it", "lean(ds)"),
+        ("    native entry through ctypes", "lean._entry(lean._table_address)"),
         ("    copy of the scratch output", "o.copy()"),
-        ("    marking the output read-only", "o.flags.writeable = False"),
-        ("  Tensor wrapping the output", "Tensor._wrap(o)"),
+        ("    marking the output read-only", "o.setflags(write=False)"),
+        ("  Tensor wrapping the (read-only) output", "Tensor._wrap_frozen(o)"),
         ("numpy: x + 1 on the array", "d + 1"),
     ]
     try:

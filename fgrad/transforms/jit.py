@@ -114,7 +114,7 @@ class JittedFunction(Generic[P, R]):
         self.backend = backend
         self._cache: collections.OrderedDict[Any, tuple[ClosedJaxpr, Any]] = \
             collections.OrderedDict()
-        self._fast: collections.OrderedDict[Any, tuple[Callable[..., Any], Any, bool]] = \
+        self._fast: collections.OrderedDict[Any, tuple[Callable[..., Any], Any, bool, bool]] = \
             collections.OrderedDict()
         self._last: Any = None  # (arrays, backend, _fast entry) of the last fast call
         self._signatures: list[tuple[Any, list[str]]] = []  # the last traced signature
@@ -235,20 +235,25 @@ class JittedFunction(Generic[P, R]):
             return _MISS
         datas = _same_small_arrays(args, self._last)
         if datas is not None and (self.backend or flags.default_backend()) == self._last[1]:
-            run, out_tree, single = self._last[2]
+            run, out_tree, single, frozen = self._last[2]
         else:
             backend = self._backend()
             found = _fast_key(args, backend)
             entry = self._fast.get(found[0]) if found is not None else None
             if found is None or entry is None:
                 return _MISS
-            run, out_tree, single = entry
+            run, out_tree, single, frozen = entry
             datas = found[1]
             small = all(d.nbytes <= _MEMO_BYTES for d in datas)
             self._last = (tuple(datas), backend, entry) if small else None
         if not isinstance(current_trace(), EvalTrace):
             return _MISS
         self.info.hits += 1
+        if frozen:
+            outs = run(datas)
+            if single:
+                return Tensor._wrap_frozen(outs[0])
+            return tree_util.tree_unflatten(out_tree, [Tensor._wrap_frozen(o) for o in outs])
         outs = run(*datas)
         if single:
             return Tensor._wrap(outs[0])
@@ -265,10 +270,13 @@ class JittedFunction(Generic[P, R]):
             return
         jaxpr, consts = open_jaxpr(closed)
         exe = executables.executable_for(jaxpr, backend)
-        run = functools.partial(exe, *[c._data for c in consts]) if consts else exe
+        # an executable's `fast_call` (if any) takes the tuple of arrays and returns
+        # read-only arrays, so its outputs need no check before they become Tensors
+        fast = None if consts else getattr(exe, "fast_call", None)
+        run = fast or (functools.partial(exe, *[c._data for c in consts]) if consts else exe)
         single = out_tree == tree_util.tree_structure(0)
         with self._lock:
-            _bounded_put(self._fast, found[0], (run, out_tree, single))
+            _bounded_put(self._fast, found[0], (run, out_tree, single, fast is not None))
 
     def _call_donating(self, closed: ClosedJaxpr, leaves: list[Any], args: tuple) -> list[Any]:
         """An eager call that consumes the donated arguments (under a transformation,

@@ -80,7 +80,7 @@ class LeanCall:
         finally:
             self._lock.release()
         for out in outs:
-            out.flags.writeable = False
+            out.setflags(write=False)  # (a third of the cost of flags.writeable)
         return outs
 
     def _bind_inputs(self, arrays: Any) -> bool:

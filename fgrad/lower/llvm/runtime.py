@@ -277,6 +277,9 @@ class LLVMExecutable:
             entry = cast(NativeStep, plan.steps[0]).entries[0][0]
             self._lean = LeanCall(self.engine.get_function_address(entry), self._direct,
                                   self._call_general, address_of, new_output)
+        # for jit's fast path, which has already checked that no profiler is on: the tuple
+        # of arrays in, read-only arrays out (None when this program has no lean call)
+        self.fast_call = self._lean
 
     @property
     def program(self) -> Program:
@@ -353,7 +356,7 @@ class LLVMExecutable:
             pointers.append(address)
         self.runners[0](table_type(*[pointers[i] for i in order]))
         for out in outs:
-            out.flags.writeable = False
+            out.setflags(write=False)
         return outs
 
     exclusively_owned = staticmethod(exclusively_owned)

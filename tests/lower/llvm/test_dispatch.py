@@ -14,8 +14,9 @@ from fgrad import Tensor
 def _executable(fn, *args):
     jitted = fgrad.jit(fn, backend="llvm")
     jitted(*args)
-    exe = next(iter(jitted._fast.values()))[0]
-    return jitted, exe
+    run, _, _, frozen = next(iter(jitted._fast.values()))
+    assert frozen, "a one-segment program should give jit its lean call"
+    return jitted, run._general.__self__  # the LLVMExecutable the lean call belongs to
 
 
 def test_small_programs_take_the_lean_path_and_return_fresh_outputs():
