@@ -32,17 +32,22 @@ class _Unkeyable(Exception):
 
 @functools.cache
 def package_signature() -> str:
-    """(relative path, size, mtime) of each of fgrad's source files, hashed."""
+    """(relative path, size, mtime) of each of fgrad's source files, hashed; "" when the
+    files cannot be read (e.g. a zipped install: programs are then not cached whole)."""
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    digest = hashlib.sha256()
-    for folder, subfolders, files in os.walk(root):
-        subfolders.sort()
-        for name in sorted(f for f in files if f.endswith(".py")):
-            path = os.path.join(folder, name)
-            stat = os.stat(path)
-            relative = os.path.relpath(path, root)
-            digest.update(f"{relative}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
-    return digest.hexdigest()
+    digest, found = hashlib.sha256(), 0
+    try:
+        for folder, subfolders, files in os.walk(root):
+            subfolders.sort()
+            for name in sorted(f for f in files if f.endswith(".py")):
+                path = os.path.join(folder, name)
+                stat = os.stat(path)
+                relative = os.path.relpath(path, root)
+                digest.update(f"{relative}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
+                found += 1
+    except OSError:
+        return ""
+    return digest.hexdigest() if found else ""
 
 
 def tunables(modules: Sequence[ModuleType]) -> str:
@@ -118,9 +123,12 @@ def program_key(jaxpr: Jaxpr, *context: str) -> str | None:
     """The hex key of compiling `jaxpr` in `context` (the backend's toolchain, host and
     settings), including fgrad's source; None when the jaxpr holds a parameter that has no
     exact description (such a program is compiled, never cached whole)."""
+    source = package_signature()
+    if not source:
+        return None
     try:
         described = _Describer().jaxpr(jaxpr)
     except _Unkeyable:
         return None
-    text = "\0".join(["fgrad-program", package_signature(), *context, described])
+    text = "\0".join(["fgrad-program", source, *context, described])
     return hashlib.sha256(text.encode()).hexdigest()

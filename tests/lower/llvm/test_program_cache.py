@@ -189,3 +189,8 @@ def test_programs_with_host_steps_are_not_stored(tmp_path: Any, monkeypatch: Any
                                   program_key.tunables(llvm_runtime._PLANNING_MODULES))
     assert key is not None and disk_cache.load(key, llvm_runtime.PROGRAMS) is None
     assert os.listdir(tmp_path / llvm_runtime.PROGRAMS)  # the scan's native body is there
+
+
+def test_without_readable_sources_nothing_is_cached_whole(monkeypatch: Any) -> None:
+    monkeypatch.setattr(program_key, "package_signature", lambda: "")
+    assert program_key.program_key(_mlp_jaxpr()) is None
