@@ -243,9 +243,9 @@ class JittedFunction(Generic[P, R]):
             if found is None or entry is None:
                 return _MISS
             run, out_tree, single, frozen = entry
-            datas = found[1]
+            datas = tuple(found[1])
             small = all(d.nbytes <= _MEMO_BYTES for d in datas)
-            self._last = (tuple(datas), backend, entry) if small else None
+            self._last = (datas, backend, entry) if small else None
         if not isinstance(current_trace(), EvalTrace):
             return _MISS
         self.info.hits += 1
@@ -324,15 +324,16 @@ def _touch(cache: collections.OrderedDict, key: Any) -> None:
 _MEMO_BYTES = 4096  # the arrays of a call up to this size each are remembered for the next
 
 
-def _same_small_arrays(args: tuple, last: Any) -> list[Any] | None:
-    """The arrays of `args` when they are exactly (`is`) the previous fast call's arrays
-    (remembered only when small, so keeping them alive costs nothing), else None."""
+def _same_small_arrays(args: tuple, last: Any) -> tuple[Any, ...] | None:
+    """The arrays of `args` (the remembered tuple itself) when they are exactly (`is`) the
+    previous fast call's arrays (remembered only when small, so keeping them alive costs
+    nothing), else None."""
     if last is None or len(args) != len(last[0]):
         return None
     for a, d in zip(args, last[0]):
         if type(a) is not Tensor or a._data is not d:
             return None
-    return list(last[0])
+    return last[0]
 
 
 def _fast_key(args: tuple, backend: str) -> tuple[Any, list[Any]] | None:

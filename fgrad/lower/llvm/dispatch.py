@@ -44,7 +44,7 @@ class LeanCall:
         self._general, self._address_of, self._new_output = general, address_of, new_output
         self._table = table_type()
         self._table_address = ctypes.addressof(self._table)
-        self._dtypes = in_dtypes
+        self._dtypes, self._arity = in_dtypes, len(in_dtypes)
         self._slots: list[list[int]] = [[] for _ in range(len(in_dtypes) + len(out_specs))]
         for slot, source in enumerate(order):
             self._slots[source].append(slot)
@@ -63,7 +63,7 @@ class LeanCall:
         self._lock = threading.Lock()
 
     def __call__(self, arrays: Any) -> list[np.ndarray]:
-        if len(arrays) != len(self._dtypes) or not self._lock.acquire(False):
+        if len(arrays) != self._arity or not self._lock.acquire(False):
             return self._general(arrays)
         try:
             if not all(map(operator.is_, arrays, self._last)) \
