@@ -249,15 +249,10 @@ class JittedFunction(Generic[P, R]):
         if not isinstance(current_trace(), EvalTrace):
             return _MISS
         self.info.hits += 1
-        if frozen:
-            outs = run(datas)
-            if single:
-                return Tensor._wrap_frozen(outs[0])
-            return tree_util.tree_unflatten(out_tree, [Tensor._wrap_frozen(o) for o in outs])
-        outs = run(*datas)
+        outs, wrap = (run(datas), Tensor._wrap_frozen) if frozen else (run(*datas), Tensor._wrap)
         if single:
-            return Tensor._wrap(outs[0])
-        return tree_util.tree_unflatten(out_tree, [Tensor._wrap(o) for o in outs])
+            return wrap(outs[0])
+        return tree_util.tree_unflatten(out_tree, [wrap(o) for o in outs])
 
     def _remember_fast(self, args: tuple, kwargs: dict, closed: ClosedJaxpr,
                        out_tree: Any) -> None:

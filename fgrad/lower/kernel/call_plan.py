@@ -109,13 +109,14 @@ def from_program(program: Program, entries_of: Callable[[int, Segment], tuple[En
     for i, v in enumerate(program.jaxpr.invars):
         define(v, _value(INPUT, i, v.aval))
     steps: list[NativeStep | HostCall] = []
+    segments = 0
     for action in program.actions:
         if isinstance(action, Segment):
             writes = tuple(define(v, _value(*_storage(program, v), v.aval))
                            for v in action.allocs)
             table = tuple(number[id(v)] for v in action.table)
-            steps.append(NativeStep(table, writes, entries_of(sum(
-                isinstance(s, NativeStep) for s in steps), action)))
+            steps.append(NativeStep(table, writes, entries_of(segments, action)))
+            segments += 1
         else:
             reads = tuple(atom(a) for a in action.eqn.inputs)
             writes = tuple(define(v, _value(HOST, -1, v.aval)) for v in action.eqn.outvars)
