@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
+import time
 import traceback
 from types import TracebackType
 from typing import Any
@@ -110,9 +111,36 @@ def _report_and_abort(exc_type: type[BaseException], exc: BaseException,
         sys.stderr.write("".join(prefix + line + "\n" for line in text.splitlines()))
         sys.stderr.write(failure_message(_GROUP.rank, _GROUP.size, exc) + "\n")
         sys.stderr.flush()
+        _wait_until_read(sys.stderr)
     finally:
         _GROUP.comm.Abort(1)
         os._exit(1)  # MPI_Abort may return before the launcher ends this process
+
+
+def _wait_until_read(stream: Any, limit_s: float = 2.0) -> None:
+    """Wait (at most `limit_s`) until the launcher has read what this process wrote to `stream`.
+
+    Launchers forward a process's output through a pipe; MPI_Abort ends the job at once, and
+    a report still in the pipe would be lost. Not a pipe (a file, a terminal): no wait.
+    """
+    try:
+        import fcntl
+        import stat
+        import termios
+
+        fd = stream.fileno()
+        if not stat.S_ISFIFO(os.fstat(fd).st_mode):
+            return
+        pending = bytearray(4)
+        deadline = time.monotonic() + limit_s
+        while time.monotonic() < deadline:
+            fcntl.ioctl(fd, termios.FIONREAD, pending)
+            if not int.from_bytes(pending, sys.byteorder):
+                break
+            time.sleep(0.01)
+        time.sleep(0.05)  # the launcher passes what it read on to its own output
+    except (OSError, ValueError, AttributeError, ImportError):
+        return
 
 
 def _install_abort_on_error() -> None:

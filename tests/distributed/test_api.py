@@ -5,6 +5,8 @@ The values across several processes are checked in test_mpi.py.
 from __future__ import annotations
 
 import os
+import threading
+import time
 from typing import Any
 
 import numpy as np
@@ -64,3 +66,29 @@ def test_checkpoint_round_trip_leaves_no_temporary_file(tmp_path: Any) -> None:
     with pytest.raises(ValueError, match=r"has shape \(3, 2\).*\(2, 3\) is expected"):
         dist.load_checkpoint(path, {"a": Tensor(np.zeros((2, 3), np.float32)),
                                     "b": tree["b"]})
+
+
+def test_a_failure_report_waits_until_the_launcher_has_read_it(tmp_path: Any) -> None:
+    """Before MPI_Abort, the report in stderr's pipe must have been read by the launcher."""
+    from fgrad.distributed.runtime import _wait_until_read
+
+    read_fd, write_fd = os.pipe()
+    with os.fdopen(write_fd, "w") as writer, os.fdopen(read_fd, "rb") as reader:
+        writer.write("report\n")
+        writer.flush()
+        got: list[bytes] = []
+        late_reader = threading.Timer(0.3, lambda: got.append(reader.read1(64)))
+        start = time.perf_counter()
+        late_reader.start()
+        _wait_until_read(writer)
+        late_reader.join()
+        assert got == [b"report\n"] and time.perf_counter() - start >= 0.3
+        unread_start = time.perf_counter()
+        writer.write("never read\n")
+        writer.flush()
+        _wait_until_read(writer, limit_s=0.2)  # a launcher that never reads: bounded wait
+        assert time.perf_counter() - unread_start < 1.5
+    with open(tmp_path / "log", "w") as file:
+        start = time.perf_counter()
+        _wait_until_read(file)  # a file, not a pipe: nothing to wait for
+        assert time.perf_counter() - start < 0.5
