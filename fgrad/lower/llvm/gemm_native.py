@@ -84,9 +84,6 @@ def _libc(module: ir.Module, name: str, ret: ir.Type, args: list[ir.Type]) -> ir
 
 
 ROUTINES_VERSION = 1   # bump when the shared routines' code changes (their symbols)
-# The routines are straight-line code already (the micro-kernel's step is unrolled by hand):
-# O1 compiles them in ~180 ms instead of ~350 ms at O3 and measured as fast (docs/design.md)
-ROUTINES_SPEED_LEVEL = 1
 
 
 class _Routines:

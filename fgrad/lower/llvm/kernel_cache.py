@@ -52,6 +52,9 @@ KEPT = 4096
 O2_ABOVE_CHARS = 400_000
 LIGHT_WORK = 1024
 LIGHT = -1  # a speed level: O1 middle end without vectorizers, O0 code generation
+# A speed level for code vectorized and unrolled by hand (the GEMM routines): the O1 middle
+# end without loop unrolling, O3 code generation.
+BY_HAND = -2
 _NEUTRAL = "fgrad_kernel"
 _OBJECTS: collections.OrderedDict[str, bytes] = collections.OrderedDict()
 _lock = threading.Lock()
@@ -99,9 +102,12 @@ def _object_code(text: str, speed_level: int | None = None) -> bytes:
         speed_level = 3 if len(text) <= O2_ABOVE_CHARS else 2
     light = speed_level == LIGHT
     machine = _machine(0 if light else 3)
-    tuning = llvm.create_pipeline_tuning_options(speed_level=1 if light else speed_level)
-    tuning.loop_vectorization = not light
-    tuning.slp_vectorization = not light
+    tuning = llvm.create_pipeline_tuning_options(
+        speed_level=1 if speed_level in (LIGHT, BY_HAND) else speed_level)
+    tuning.loop_vectorization = tuning.slp_vectorization = not light
+    # No loop unrolling in code unrolled by hand: LLVM would fully unroll the packing
+    # routines' MR/NR-wide loops, 2-3x their compile time for no measured gain at run time.
+    tuning.loop_unrolling = speed_level != BY_HAND
     llvm_target.run_pipeline(module, machine, tuning)
     return llvm_target.emit_object(module, machine)
 

@@ -39,6 +39,7 @@ Call = tuple[str, Sequence[int]]  # (kernel name, buffer slot of each parameter)
 NSW = ("nsw",)
 INTERLEAVE = 2            # vector iterations per trip of an innermost loop
 INTERLEAVE_MIN_EXTENT = 64
+UNROLL_MAX_EXTENT = 16     # loops at least this long are never unrolled (`loop_id`)
 
 
 def _i64(v: int) -> ir.Constant:
@@ -119,20 +120,29 @@ class _KernelRenderer:
             self.stmt(inner)
         i.add_incoming(b.add(i, _i64(1), flags=("nuw", "nsw")), b.block)
         backedge = b.branch(head)
-        if s.sym.extent >= INTERLEAVE_MIN_EXTENT and not any(isinstance(t, Loop) for t in s.body):
-            backedge.set_metadata("llvm.loop", self.interleaved_loop_id(s.sym.name))
+        innermost = not any(isinstance(t, Loop) for t in s.body)
+        interleave = innermost and s.sym.extent >= INTERLEAVE_MIN_EXTENT
+        no_unroll = s.sym.extent >= (INTERLEAVE_MIN_EXTENT if innermost else UNROLL_MAX_EXTENT)
+        if interleave or no_unroll:
+            backedge.set_metadata("llvm.loop", self.loop_id(s.sym.name, interleave, no_unroll))
         b.position_at_end(done)
         self.values, self.indices = scope
 
-    def interleaved_loop_id(self, name: str) -> ir.MDValue:
-        """Loop metadata asking the vectorizer for INTERLEAVE vector iterations per trip:
-        the transcendental polynomials are long dependency chains, and two independent
-        chains keep the FMA units busy (W1 on 2 cores: see docs/design.md)."""
+    def loop_id(self, name: str, interleave: bool, no_unroll: bool) -> ir.MDValue:
+        """Loop metadata: no unrolling (LLVM would fully unroll loops of constant trip count,
+        vectorized ones too: 45% of W9's kernel compile time, for no measured gain at run
+        time); with `interleave`, INTERLEAVE vector iterations per trip for the vectorizer
+        (the transcendental polynomials are long dependency chains, and two independent
+        chains keep the FMA units busy: W1 on 2 cores, docs/design.md)."""
         module = self.fn.module
         loop_id = module.add_metadata([ir.MetaDataString(module, f"{self.fn.name}.{name}")])
-        hint = module.add_metadata([ir.MetaDataString(module, "llvm.loop.interleave.count"),
-                                    ir.Constant(ir.IntType(32), INTERLEAVE)])
-        loop_id.operands = (loop_id, hint)  # a loop ID refers to itself (LLVM LangRef)
+        hints = [module.add_metadata([ir.MetaDataString(module, "llvm.loop.unroll.disable")])
+                 ] if no_unroll else []
+        if interleave:
+            hints.append(module.add_metadata([
+                ir.MetaDataString(module, "llvm.loop.interleave.count"),
+                ir.Constant(ir.IntType(32), INTERLEAVE)]))
+        loop_id.operands = (loop_id, *hints)  # a loop ID refers to itself (LLVM LangRef)
         return loop_id
 
     def pointer(self, buf: int, index: Ix) -> ir.Value:

@@ -38,8 +38,7 @@ from fgrad.lower.llvm import disk_cache, kernel_cache
 from fgrad.lower.llvm import target as llvm_target
 from fgrad.lower.kernel import program as program_lib
 from fgrad.lower.llvm.dispatch import LeanCall, address_of, as_c, new_output
-from fgrad.lower.llvm.gemm_native import (ROUTINES_SPEED_LEVEL, epilogue_fits, routine_dtypes,
-                                          routine_texts)
+from fgrad.lower.llvm.gemm_native import epilogue_fits, routine_dtypes, routine_texts
 from fgrad.lower.llvm.buffer_pool import POOL, exclusively_owned
 from fgrad.lower.schedule.control_flow import CONTROL_FLOW, HostRows, run_control
 from fgrad.lower.llvm.render import (entry_names, library_symbols, register_named_symbols,
@@ -226,7 +225,7 @@ def build(program: Program, source: Jaxpr | None = None) -> tuple["LLVMExecutabl
     start, before = time.perf_counter(), dict(kernel_cache.stats)
     shared = [t for name in routine_dtypes(program.library_calls) for t in routine_texts(name)]
     kernels, routines = kernel_cache.compile_kernels(
-        program.kernels, cache_key, shared, ROUTINES_SPEED_LEVEL, program.library_calls,
+        program.kernels, cache_key, shared, kernel_cache.BY_HAND, program.library_calls,
         program.epilogues)
     module = module_ir(program, {name: (k.symbol, k.function_type)
                                  for name, k in kernels.items()})
