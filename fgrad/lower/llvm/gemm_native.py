@@ -1,9 +1,9 @@
 """fgrad's own GEMM for the llvm backend: packed panels and a register-blocked micro-kernel.
 
-In: a float32/float64 dot_general with a BLAS view (`gemm_dims`). Out: an internal function
-`void name(T* out, T* lhs, T* rhs, i64 start, i64 stop)` computing output rows [start, stop)
-of the batch-stacked output (the contract of `blas.render_gemm_rows`, so the pool
-splits it the same way), or `void name(T* out, T* lhs, T* rhs)` for the whole product.
+In: a float32/float64 element type. Out: the shared routines every product calls, the
+micro-kernel and four packing routines (`shared_routines`); the loops that call them are the
+shared driver of gemm_driver.py. Also: which dot_generals this GEMM computes
+(`native_gemm_applies`) and which kernels it runs inside as epilogues (`epilogue_fits`).
 
 Structure (GotoBLAS/BLIS): for each NC-wide column block and KC-deep slice of the
 contraction, B's slice is packed into NR-wide slivers (zero-padded at the right edge); for
@@ -22,7 +22,6 @@ small), one pair per call.
 """
 from __future__ import annotations
 
-import functools
 from typing import Callable
 
 from llvmlite import ir
@@ -31,7 +30,7 @@ from fgrad.core.dtypes import dtypes
 from fgrad.core.ir import Eqn
 from fgrad.lower.kernel.ir import Expr, Kernel, Load, Loop, Op, Store
 from fgrad.lower.llvm import target
-from fgrad.lower.schedule.gemm_layout import GemmDims, MatrixView, gemm_dims
+from fgrad.lower.schedule.gemm_layout import gemm_dims
 
 I1 = ir.IntType(1)
 I64 = ir.IntType(64)
@@ -53,7 +52,7 @@ def _c(v: int) -> ir.Constant:
     return ir.Constant(I64, v)
 
 
-def _loop(b: ir.IRBuilder, lo: ir.Value, hi: ir.Value, step: int,
+def _loop(b: ir.IRBuilder, lo: ir.Value, hi: ir.Value, step: int | ir.Value,
           body: Callable[[ir.Value], None], label: str) -> None:
     """for (i = lo; i < hi; i += step) body(i), emitted at the builder's position."""
     fn = b.function
@@ -68,7 +67,8 @@ def _loop(b: ir.IRBuilder, lo: ir.Value, hi: ir.Value, step: int,
     b.cbranch(b.icmp_signed("<", i, hi), inner, done)
     b.position_at_end(inner)
     body(i)
-    i.add_incoming(b.add(i, _c(step), flags=("nsw",)), b.block)
+    stride = step if isinstance(step, ir.Value) else _c(step)
+    i.add_incoming(b.add(i, stride, flags=("nsw",)), b.block)
     b.branch(head)
     b.position_at_end(done)
 
@@ -101,7 +101,7 @@ class _Routines:
 
     # ------------------------------------------------------------------ micro-kernel
 
-    def _micro_kernel(self) -> ir.Function:
+    def micro_kernel(self) -> ir.Function:
         """`void micro(i64 kc, T* a, T* b, T* c, i64 ldc, i64 rows, i64 cols, i1 first)`: the
         MR x NR tile C[0:rows, 0:cols] (row stride ldc) = (first ? 0 : C) + a @ b slivers."""
         fp, mr, nr, lanes = self.fp, self.mr, self.nr, self.lanes
@@ -188,7 +188,7 @@ class _Routines:
 
     # ------------------------------------------------------------------ packing
 
-    def _pack_function(self, side: str, width: int, trans: bool) -> ir.Function:
+    def pack_function(self, side: str, width: int, trans: bool) -> ir.Function:
         """`pack_<side>_<n|t>(T* dest, T* base, i64 ld, i64 first, i64 limit, i64 k0,
         i64 kc)`: A(row, k) slivers of MR rows (side "a") or B(k, col) slivers of NR
         columns (side "b") of an operand stored plainly (n) or transposed (t) with
@@ -274,153 +274,11 @@ class _Routines:
 
 
 
-class _Gemm:
-    """Emits one dot_general's driver (the block loops and packing/micro-kernel calls)."""
-
-    def __init__(self, module: ir.Module, name: str, dims: GemmDims, ft: ir.Type,
-                 size: int, epilogue: ir.Function | None = None, row_scale: int = 1):
-        self.module, self.d, self.ft, self.size = module, dims, ft, size
-        self.epilogue, self.row_scale = epilogue, row_scale
-        args = epilogue.function_type.args if epilogue is not None else ()
-        self.row_ranged = len(args) >= 2 and all(a == I64 for a in args[-2:])
-        self.epilogue_types = list(args[:-2] if self.row_ranged else args)
-        self.fp = ft.as_pointer()
-        self.mr, self.nr, _ = tile_shape(size)
-        self.mc = max(self.mr, MC_TARGET // self.mr * self.mr)
-        self.kc = min(KC, max(dims.k, 1))
-        self.nc = min(NC, -(-dims.n // self.nr) * self.nr)
-        self.name = name
-        prefix, fp = routine_prefix(ft, size), self.fp
-        self.micro = _libc(module, f"{prefix}_micro", ir.VoidType(),
-                           [I64, fp, fp, fp, I64, I64, I64, I1])
-        packs = {(side, t): _libc(module, f"{prefix}_pack_{side}_{t}", ir.VoidType(),
-                                  [fp, fp, I64, I64, I64, I64, I64])
-                 for side in "ab" for t in "nt"}
-        self.pack_a = packs[("a", "t" if dims.lhs.trans else "n")]
-        self.pack_b = packs[("b", "t" if dims.rhs.trans else "n")]
-
-    def rows_function(self) -> ir.Function:
-        """`void name(T* out, T* lhs, T* rhs, i64 start, i64 stop)` (module docstring)."""
-        fp = self.fp
-        fty = ir.FunctionType(ir.VoidType(), [fp, fp, fp, *self.epilogue_types, I64, I64])
-        fn = ir.Function(self.module, fty, name=self.name)
-        fn.linkage = "internal"
-        fn.attributes.add("noinline")
-        fn.attributes.add("minsize")  # only loops around routine calls: compile it fast
-        out, lhs, rhs = fn.args[:3]
-        start, stop = fn.args[-2:]
-        self.epilogue_args = list(fn.args[3:-2])
-        for arg, label in zip((out, lhs, rhs, start, stop), ("out", "lhs", "rhs", "start",
-                                                              "stop")):
-            arg.name = label
-        b = ir.IRBuilder(fn.append_basic_block("entry"))
-        d = self.d
-        malloc = _libc(self.module, "malloc", I8P, [I64])
-        free = _libc(self.module, "free", ir.VoidType(), [I8P])
-        a_raw = b.call(malloc, [_c(self.mc * self.kc * self.size + 64)])
-        b_raw = b.call(malloc, [_c(self.kc * self.nc * self.size + 64)])
-        apack, bpack = b.bitcast(a_raw, fp), b.bitcast(b_raw, fp)
-        m = _c(d.m)
-        first_entry = b.sdiv(start, m)
-        last_entry = b.add(b.sdiv(b.sub(stop, _c(1)), m), _c(1))
-
-        def entry(e: ir.Value) -> None:
-            base_row = b.mul(e, m)
-            lo = b.sub(b.select(b.icmp_signed(">", start, base_row), start, base_row),
-                       base_row)
-            hi = b.sub(_smin(b, stop, b.add(base_row, m)), base_row)
-            x = b.gep(lhs, [_batch_offset(b, e, d.batch, d.lhs.batch_strides)], inbounds=True)
-            y = b.gep(rhs, [_batch_offset(b, e, d.batch, d.rhs.batch_strides)], inbounds=True)
-            c = b.gep(out, [b.mul(e, _c(d.m * d.n))], inbounds=True)
-            self._blocks(b, x, y, c, lo, hi, apack, bpack)
-        _loop(b, first_entry, last_entry, 1, entry, "e")
-        if self.epilogue is not None and not self.row_ranged:
-            b.call(self.epilogue, self.epilogue_args)     # a small gemm: once, at the end
-        b.call(free, [a_raw])
-        b.call(free, [b_raw])
-        b.ret_void()
-        return fn
-
-    def _blocks(self, b: ir.IRBuilder, x: ir.Value, y: ir.Value, c: ir.Value, lo: ir.Value,
-                hi: ir.Value, apack: ir.Value, bpack: ir.Value) -> None:
-        """The jc / pc / ic / jr / ir loops over rows [lo, hi) of one batch entry."""
-        d = self.d
-        n, k = _c(d.n), _c(d.k)
-
-        def col_block(jc: ir.Value) -> None:
-            nc = _smin(b, _c(self.nc), b.sub(n, jc))
-
-            def k_slice(pc: ir.Value) -> None:
-                kc = _smin(b, _c(self.kc), b.sub(k, pc))
-                first = b.icmp_signed("==", pc, _c(0))
-                b.call(self.pack_b, [bpack, y, _c(d.rhs.ld), jc, b.add(jc, nc), pc, kc])
-
-                def row_block(ic: ir.Value) -> None:
-                    mc = _smin(b, _c(self.mc), b.sub(hi, ic))
-                    b.call(self.pack_a, [apack, x, _c(d.lhs.ld), ic, b.add(ic, mc), pc, kc])
-
-                    def col_tile(jr: ir.Value) -> None:
-                        cols = _smin(b, _c(self.nr), b.sub(nc, jr))
-                        bsl = b.gep(bpack, [b.mul(jr, kc)], inbounds=True)
-
-                        def row_tile(ir_: ir.Value) -> None:
-                            rows = _smin(b, _c(self.mr), b.sub(mc, ir_))
-                            asl = b.gep(apack, [b.mul(ir_, kc)], inbounds=True)
-                            at = b.add(b.mul(b.add(ic, ir_), n), b.add(jc, jr))
-                            b.call(self.micro, [kc, asl, bsl, b.gep(c, [at], inbounds=True),
-                                                n, rows, cols, first])
-                        _loop(b, _c(0), mc, self.mr, row_tile, "ir")
-                    _loop(b, _c(0), nc, self.nr, col_tile, "jr")
-                    if self.epilogue is not None and self.row_ranged:
-                        final = b.and_(b.icmp_signed(">=", b.add(pc, kc), k),
-                                       b.icmp_signed(">=", b.add(jc, nc), n))
-                        with b.if_then(final):   # these rows are final: run the epilogue
-                            scale = _c(self.row_scale)
-                            b.call(self.epilogue, [*self.epilogue_args, b.mul(ic, scale),
-                                                   b.mul(b.add(ic, mc), scale)])
-                _loop(b, lo, hi, self.mc, row_block, "ic")
-            _loop(b, _c(0), k, self.kc, k_slice, "pc")
-        _loop(b, _c(0), n, self.nc, col_block, "jc")
-
-
-def _batch_offset(b: ir.IRBuilder, i: ir.Value, sizes: tuple[int, ...],
-                  strides: tuple[int, ...]) -> ir.Value:
-    """Element offset of flat batch entry `i` in an operand with these batch strides."""
-    total: ir.Value = _c(0)
-    inner = 1
-    for size, stride in reversed(list(zip(sizes, strides, strict=True))):
-        j = b.urem(b.udiv(i, _c(inner)), _c(size))
-        total = b.add(total, b.mul(j, _c(stride)))
-        inner *= size
-    return total
-
-
 def routine_prefix(ft: ir.Type, size: int) -> str:
     """Symbol prefix of the shared routines for this dtype at the host's tile."""
     mr, nr, _ = tile_shape(size)
     kind = "f64" if isinstance(ft, ir.DoubleType) else "f32"
     return f"fgrad_gemm{ROUTINES_VERSION}_{kind}_{mr}x{nr}"
-
-
-@functools.cache
-def routine_texts(dtype_name: str) -> tuple[str, ...]:
-    """The shared routines for "float32" or "float64", one LLVM IR module text each (so
-    they compile in parallel and are cached apart)."""
-    if dtype_name not in ("float32", "float64"):
-        raise ValueError(f"routine_texts: no shared GEMM routines for {dtype_name!r}")
-    ft, size = FLOAT_TYPES[dtypes.float32 if dtype_name == "float32" else dtypes.float64]
-    texts = []
-    for which in (None, ("a", False), ("a", True), ("b", False), ("b", True)):
-        module = ir.Module(name=f"fgrad_gemm_{dtype_name}")
-        module.triple, module.data_layout = target.triple_and_layout()
-        routines = _Routines(module, ft, size)
-        if which is None:
-            routines._micro_kernel()
-        else:
-            side, trans = which
-            routines._pack_function(side, routines.mr if side == "a" else routines.nr, trans)
-        texts.append(str(module))
-    return tuple(texts)
 
 
 def routine_dtypes(library_calls: dict[str, Eqn]) -> list[str]:
@@ -494,35 +352,7 @@ def epilogue_row_scale(eqn: Eqn, kernel: Kernel) -> int:
     return kernel.body[0].sym.extent // dims.m
 
 
-def render_native_gemm_rows(module: ir.Module, name: str, eqn: Eqn,
-                            epilogue: ir.Function | None = None,
-                            row_scale: int = 1) -> ir.Function:
-    """Add `void name(T* out, T* lhs, T* rhs, [epilogue's buffers...], i64 start, i64 stop)`
-    (module docstring); with an `epilogue` kernel function, it runs on each block of rows
-    once they are final (or, when it takes no row range, once at the end)."""
-    dims = gemm_dims(eqn)
-    dtype = eqn.outvars[0].aval.dtype
-    if dims is None or dtype not in FLOAT_TYPES or dims.k == 0:
-        raise ValueError(f"render_native_gemm_rows: {name} is not a float dot_general with a "
-                         f"BLAS view ({eqn.inputs[0].aval} x {eqn.inputs[1].aval}); a bug in "
-                         f"the schedule")
-    ft, size = FLOAT_TYPES[dtype]
-    return _Gemm(module, name, dims, ft, size, epilogue, row_scale).rows_function()
-
-
-def render_native_gemm(module: ir.Module, name: str, eqn: Eqn,
-                       epilogue: ir.Function | None = None, row_scale: int = 1) -> ir.Function:
-    """Add `void name(T* out, T* lhs, T* rhs, [epilogue's buffers...])`: every row."""
-    rows = render_native_gemm_rows(module, f"{name}.rows", eqn, epilogue, row_scale)
-    dims = gemm_dims(eqn)
-    assert dims is not None
-    pointers = rows.function_type.args[:-2]
-    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), pointers), name=name)
-    fn.linkage = "internal"
-    b = ir.IRBuilder(fn.append_basic_block("entry"))
-    total = dims.m
-    for size in dims.batch:
-        total *= size
-    b.call(rows, [*fn.args, _c(0), _c(total)])
-    b.ret_void()
-    return fn
+def shared_routines(module: ir.Module, ft: ir.Type, size: int) -> _Routines:
+    """What emits the micro-kernel (`micro_kernel()`) and the packing routines
+    (`pack_function(side, width, trans)`) of element type `ft` into `module`."""
+    return _Routines(module, ft, size)

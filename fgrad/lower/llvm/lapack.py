@@ -4,8 +4,8 @@ In: a library call of a Program whose equation is cholesky, triangular_solve, lu
 on float32/float64 (fgrad/core/prims/linalg.py has the output conventions).
 Out: an internal LLVM function `void name(outs..., ins...)` (outputs first, then inputs,
 one pointer per buffer) that loops over the batch entries and calls the routines once per
-entry, with the same results as the primitive's NumPy impl (llvm/lapack_builder.py builds
-it; transposing copies go tile by tile).
+entry, with the same results as the primitive's NumPy impl (built by `LapackBuilder`, below;
+transposing copies go tile by tile).
 
 LAPACK is column-major and overwrites its operand, so each routine works on a copy, and a
 row-major matrix read column-major is its transpose:
@@ -20,18 +20,277 @@ row-major matrix read column-major is its transpose:
 Workspace sizes are fixed at compile time (shapes are static: the optimal sizes SciPy's
 workspace queries report, ORGQR_BLOCK for ?orgqr); scratch is malloc'ed once per call and
 freed at its end.
+
+The builder, `LapackBuilder`: one library function with its loops, scratch memory, by-pointer
+LAPACK arguments and element moves.
+Given an `ir.Module`, the function's name and its linalg equation, it holds
+`void name(outs..., ins...)` (one pointer per buffer: the equation's outputs, then its
+inputs; float operands as float/double, int32 as i32); its methods emit loops (`loop`, tiled
+`for_tiles`), per-batch-entry pointers (`per_batch`), constant arguments passed by pointer
+(`arg`), malloc'ed scratch freed by `finish`, and copies, transposes and NaN fills of
+matrices. Routines are SciPy's Cython-exported BLAS/LAPACK (Fortran convention: every
+argument by pointer, column-major), registered by llvm/blas.py; malloc and free are the
+process's libc ones, registered as `fgrad_malloc` and `fgrad_free`.
 """
 from __future__ import annotations
 
+import ctypes
 import math
 from collections.abc import Callable
 
+import llvmlite.binding as llvm
 from llvmlite import ir
 from scipy.linalg import lapack
 
+from fgrad.core.dtypes import DType, dtypes
 from fgrad.core.ir import Eqn
 from fgrad.lower.llvm.blas import register_routine
-from fgrad.lower.llvm.lapack_builder import FLOATS, I32, I64, LapackBuilder, _register_libc
+
+I8 = ir.IntType(8)
+I32 = ir.IntType(32)
+I64 = ir.IntType(64)
+TILE = 32  # transposing copies move TILE x TILE blocks
+FLOATS = {dtypes.float32: (ir.FloatType(), "s"), dtypes.float64: (ir.DoubleType(), "d")}
+_libc_registered: list[bool] = []
+
+
+def _register_libc() -> None:
+    """Make the process's malloc and free resolvable as `fgrad_malloc` / `fgrad_free`."""
+    if _libc_registered:
+        return
+    libc = ctypes.CDLL(None)
+    for name in ("malloc", "free"):
+        address = ctypes.cast(getattr(libc, name), ctypes.c_void_p).value
+        if not address:
+            raise RuntimeError(f"fgrad llvm backend: libc's {name} is not in this process")
+        llvm.add_symbol(f"fgrad_{name}", address)
+    _libc_registered.append(True)
+
+
+def _i64(v: ir.Value | int) -> ir.Value:
+    return ir.Constant(I64, v) if isinstance(v, int) else v
+
+
+class _Loop:
+    """`with _Loop(builder, fn, start, stop, name) as i:` emits `for i in start..stop` (i64)."""
+
+    def __init__(self, b: ir.IRBuilder, fn: ir.Function, start: ir.Value | int,
+                 stop: ir.Value | int, name: str):
+        self.b, self.fn, self.start, self.stop, self.name = b, fn, start, stop, name
+
+    def __enter__(self) -> ir.Value:
+        b = self.b
+        before = b.block
+        self.head = self.fn.append_basic_block(f"{self.name}.head")
+        body = self.fn.append_basic_block(f"{self.name}.body")
+        done = self.fn.append_basic_block(f"{self.name}.done")
+        b.branch(self.head)
+        b.position_at_end(self.head)
+        self.i = b.phi(I64, name=self.name)
+        self.i.add_incoming(_i64(self.start), before)
+        b.cbranch(b.icmp_signed("<", self.i, _i64(self.stop)), body, done)
+        b.position_at_end(body)
+        self.done = done
+        return self.i
+
+    def __exit__(self, *exc: object) -> None:
+        b = self.b
+        self.i.add_incoming(b.add(self.i, _i64(1), flags=("nsw",)), b.block)
+        b.branch(self.head)
+        b.position_at_end(self.done)
+
+
+class LapackBuilder:
+    """Builds one internal library function (module docstring)."""
+
+    def __init__(self, module: ir.Module, name: str, eqn: Eqn):
+        self.module, self.eqn = module, eqn
+        self.ft, self.prefix = FLOATS[eqn.inputs[0].aval.dtype]
+        params = [*eqn.outvars, *eqn.inputs]
+        types = [self._pointee(v.aval.dtype).as_pointer() for v in params]
+        self.fn = ir.Function(module, ir.FunctionType(ir.VoidType(), types), name=name)
+        self.fn.linkage = "internal"
+        self.b = ir.IRBuilder(self.fn.append_basic_block("entry"))
+        self.batch = eqn.inputs[0].aval.shape[:-2]
+        self.sizes = [math.prod(v.aval.shape[len(self.batch):]) for v in params]
+        self._slots: dict[tuple[str, object], ir.Value] = {}
+        self._scratch: list[ir.Value] = []
+
+    def _pointee(self, dtype: DType) -> ir.Type:
+        return I32 if dtype == dtypes.int32 else self.ft
+
+    # ------------------------------------------------------------------ declarations
+
+    def routine(self, base: str, spec: str, library: str = "lapack") -> ir.Function:
+        """Declare `fgrad_<s|d><base>` with arguments by `spec`: c = char*, i = int*,
+        f = float* (of this dtype), e.g. potrf: "cifii"."""
+        from fgrad.lower.llvm.lapack import ROUTINES
+        assert (base, library) in ROUTINES[self.eqn.primitive.name], \
+            f"{base} is missing from lapack.ROUTINES[{self.eqn.primitive.name!r}]"
+        symbol = register_routine(self.prefix + base, library)
+        if symbol in self.module.globals:
+            return self.module.globals[symbol]
+        kinds = {"c": I8.as_pointer(), "i": I32.as_pointer(), "f": self.ft.as_pointer()}
+        signature = ir.FunctionType(ir.VoidType(), [kinds[c] for c in spec])
+        return ir.Function(self.module, signature, name=symbol)
+
+    def _libc(self, name: str, ret: ir.Type, args: list[ir.Type]) -> ir.Function:
+        _register_libc()
+        symbol = f"fgrad_{name}"
+        if symbol in self.module.globals:
+            return self.module.globals[symbol]
+        return ir.Function(self.module, ir.FunctionType(ret, args), name=symbol)
+
+    # ------------------------------------------------------------------ memory
+
+    def local(self, ty: ir.Type) -> ir.Value:
+        """A fresh stack slot, allocated at the start of the entry block."""
+        here = self.b.block
+        self.b.position_at_start(self.fn.entry_basic_block)
+        slot = self.b.alloca(ty)
+        self.b.position_at_end(here)
+        return slot
+
+    def arg(self, value: str | float) -> ir.Value:
+        """A pointer to the constant `value`: a str is a char, an int an int, a float one of
+        this dtype (LAPACK takes every argument by pointer)."""
+        ty = I8 if isinstance(value, str) else I32 if isinstance(value, int) else self.ft
+        key = (str(ty), value)
+        if key not in self._slots:
+            here = self.b.block
+            self.b.position_at_start(self.fn.entry_basic_block)
+            slot = self.b.alloca(ty)
+            self.b.store(ir.Constant(ty, ord(value) if isinstance(value, str) else value), slot)
+            self.b.position_at_end(here)
+            self._slots[key] = slot
+        return self._slots[key]
+
+    def scratch(self, ty: ir.Type, count: int) -> ir.Value:
+        """`count` elements of `ty` from malloc (freed by `finish`); call before any loop."""
+        width = 4 if ty in (I32, ir.FloatType()) else 8
+        malloc = self._libc("malloc", I8.as_pointer(), [I64])
+        raw = self.b.call(malloc, [_i64(max(1, count) * width)])
+        self._scratch.append(raw)
+        return self.b.bitcast(raw, ty.as_pointer())
+
+    def finish(self) -> ir.Function:
+        """Free the scratch memory and return."""
+        free = self._libc("free", ir.VoidType(), [I8.as_pointer()])
+        for raw in self._scratch:
+            self.b.call(free, [raw])
+        self.b.ret_void()
+        return self.fn
+
+    # ------------------------------------------------------------------ control
+
+    def loop(self, stop: ir.Value | int, start: ir.Value | int = 0, name: str = "i") -> _Loop:
+        """`with builder.loop(n) as i:` a for loop over [start, stop)."""
+        return _Loop(self.b, self.fn, start, stop, name)
+
+    def per_batch(self, body: Callable[..., None]) -> None:
+        """Emit `body(*pointers)` once per batch entry: each parameter (outputs, then inputs)
+        offset to that entry's matrix."""
+        n_batch = math.prod(self.batch)
+
+        def at(i: ir.Value) -> list[ir.Value]:
+            return [self.b.gep(arg, [self.b.mul(i, _i64(size))], inbounds=True)
+                    for arg, size in zip(self.fn.args, self.sizes, strict=True)]
+        if n_batch == 1:
+            body(*at(_i64(0)))
+        elif n_batch > 1:
+            with self.loop(n_batch, name="batch") as i:
+                body(*at(i))
+
+    # ------------------------------------------------------------------ elements
+
+    def lin(self, i: ir.Value | int, stride: int, j: ir.Value | int) -> ir.Value:
+        """The index i * stride + j."""
+        return self.b.add(self.b.mul(_i64(i), _i64(stride)), _i64(j))
+
+    def load(self, ptr: ir.Value, index: ir.Value | int) -> ir.Value:
+        """ptr[index]."""
+        return self.b.load(self.b.gep(ptr, [_i64(index)], inbounds=True))
+
+    def store(self, ptr: ir.Value, index: ir.Value | int, value: ir.Value) -> None:
+        """ptr[index] = value."""
+        self.b.store(value, self.b.gep(ptr, [_i64(index)], inbounds=True))
+
+    def const(self, value: float) -> ir.Constant:
+        """A constant of this dtype."""
+        return ir.Constant(self.ft, value)
+
+    def copy(self, dst: ir.Value, src: ir.Value, count: int) -> None:
+        """dst[0:count] = src[0:count]."""
+        with self.loop(count) as i:
+            self.store(dst, i, self.load(src, i))
+
+    def for_tiles(self, rows: int, cols: int, body: Callable[[ir.Value, ir.Value], None]
+                  ) -> None:
+        """Emit `body(i, j)` for every (i, j) of a rows x cols matrix, tile by tile (TILE x
+        TILE), so that a transposing copy reads and writes within cache."""
+        if rows <= TILE and cols <= TILE:
+            with self.loop(rows) as i, self.loop(cols, name="j") as j:
+                body(i, j)
+            return
+        tile = _i64(TILE)
+        with self.loop(-(-rows // TILE), name="ti") as ti, \
+                self.loop(-(-cols // TILE), name="tj") as tj:
+            i0, j0 = self.b.mul(ti, tile), self.b.mul(tj, tile)
+            with self.loop(self._tile_end(i0, rows), i0) as i, \
+                    self.loop(self._tile_end(j0, cols), j0, "j") as j:
+                body(i, j)
+
+    def _tile_end(self, start: ir.Value, extent: int) -> ir.Value:
+        """min(start + TILE, extent)."""
+        end = self.b.add(start, _i64(TILE))
+        return self.b.select(self.b.icmp_signed("<", end, _i64(extent)), end, _i64(extent))
+
+    def transpose(self, dst: ir.Value, src: ir.Value, rows: int, cols: int,
+                  finite: bool = False) -> ir.Value | None:
+        """dst (column-major, leading dimension rows) = src (row-major rows x cols). With
+        `finite`, returns an i1 that says whether every element was finite."""
+        acc = self.local(self.ft) if finite else None
+        if acc is not None:
+            self.b.store(self.const(0.0), acc)
+
+        def move(i: ir.Value, j: ir.Value) -> None:
+            x = self.load(src, self.lin(i, cols, j))
+            self.store(dst, self.lin(j, rows, i), x)
+            if acc is not None:  # x - x is 0 unless x is inf or NaN
+                self.b.store(self.b.fadd(self.b.load(acc), self.b.fsub(x, x)), acc)
+        self.for_tiles(rows, cols, move)
+        if acc is None:
+            return None
+        return self.b.fcmp_ordered("==", self.b.load(acc), self.const(0.0))
+
+    def from_column_major(self, dst: ir.Value, src: ir.Value, rows: int, cols: int) -> None:
+        """dst (row-major rows x cols) = src (column-major, leading dimension rows)."""
+        def move(i: ir.Value, j: ir.Value) -> None:
+            self.store(dst, self.lin(i, cols, j), self.load(src, self.lin(j, rows, i)))
+        self.for_tiles(rows, cols, move)
+
+    def fill(self, ptr: ir.Value, count: int, value: float) -> None:
+        """ptr[0:count] = value."""
+        with self.loop(count) as i:
+            self.store(ptr, i, self.const(value))
+
+    def identity(self, ptr: ir.Value, n: int) -> None:
+        """The n x n identity matrix at ptr."""
+        with self.loop(n) as i, self.loop(n, name="j") as j:
+            diagonal = self.b.icmp_signed("==", i, j)
+            self.store(ptr, self.lin(i, n, j),
+                       self.b.select(diagonal, self.const(1.0), self.const(0.0)))
+
+    def nan_if(self, failed: ir.Value, outputs: list[tuple[ir.Value, int]]) -> None:
+        """When `failed` (i1) holds, fill each (pointer, count) with NaN."""
+        with self.b.if_then(failed):
+            for ptr, count in outputs:
+                self.fill(ptr, count, math.nan)
+
+    def failed(self, info: ir.Value) -> ir.Value:
+        """i1: the LAPACK info slot holds non-zero."""
+        return self.b.icmp_signed("!=", self.b.load(info), ir.Constant(I32, 0))
+
 
 ORGQR_BLOCK = 64  # ?orgqr's workspace: columns x block size (LAPACK's documented optimum)
 

@@ -26,8 +26,8 @@ from fgrad.lower.kernel.ir import (AccInit, AccRead, AccUpdate, Cond, Const, Exp
                                    IndexValue, Kernel, Load, Loop, Op, Stmt, Store)
 from fgrad import flags
 from fgrad.lower.llvm.blas import register_symbols, render_gemm, single_threaded_blas
-from fgrad.lower.llvm.gemm_native import (epilogue_row_scale, native_gemm_applies,
-                                          render_native_gemm, render_native_gemm_rows)
+from fgrad.lower.llvm.gemm_driver import render_native_gemm, render_native_gemm_rows
+from fgrad.lower.llvm.gemm_native import epilogue_row_scale, native_gemm_applies
 from fgrad.lower.llvm.blas import library_chunking, render_gemm_rows
 from fgrad.lower.llvm.lapack import lapack_symbols, register_named, render_lapack
 from fgrad.lower.llvm.sequences import render_sequence_op

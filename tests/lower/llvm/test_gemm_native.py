@@ -31,7 +31,7 @@ def test_tile_follows_the_vector_width():
 
 
 def test_micro_kernel_is_broadcast_fma_at_the_host_width():
-    from fgrad.lower.llvm.gemm_native import routine_texts
+    from fgrad.lower.llvm.gemm_driver import routine_texts
     mr, nr, lanes = tile_shape(4)
     shared = routine_texts("float32")[0]
     micro = shared[re.search(r'define void @"fgrad_gemm\d+_f32_\d+x\d+_micro"', shared).start():]
@@ -40,7 +40,7 @@ def test_micro_kernel_is_broadcast_fma_at_the_host_width():
     assert f"_f32_{mr}x{nr}_" in micro
     with fgrad.config.override(gemm="native"):   # whatever FGRAD_GEMM says
         text = _module_text(64, 64, 64)      # a program only declares the shared routines
-    assert f'declare void @"fgrad_gemm1_f32_{mr}x{nr}_micro"' in text
+    assert f'declare void @"fgrad_gemm1_f32_{mr}x{nr}_driver"' in text
     assert "fgrad_sgemm" not in text and "llvm.fma" not in text      # no BLAS call
 
 
@@ -58,7 +58,7 @@ def test_both_libraries_match_numpy(library, dtype):
     np.testing.assert_allclose(gram.numpy(), a.transpose(0, 2, 1).sum(0) @ a[0], rtol=tol,
                                atol=10 * tol)
     assert bool(re.search(r"fgrad_[sd]gemm", text)) == (library == "openblas")
-    assert bool(re.search(r"_micro", text)) == (library == "native")
+    assert bool(re.search(r"_driver", text)) == (library == "native")
 
 
 def test_unknown_library_is_refused():

@@ -100,7 +100,7 @@ def test_a_cached_kernel_or_library_call_is_not_even_rendered(tmp_path: Any, mon
     monkeypatch.setattr(kernel_cache, "_library_text",
                         lambda *a: rendered.append("library") or real_library(*a))
     again = fgrad.jit(fn, backend="llvm")(Tensor(x), Tensor(w))   # a new program
-    assert rendered == []
+    assert rendered == [], rendered
     for got, want in zip(again, first, strict=True):
         np.testing.assert_array_equal(got.numpy(), want)
 

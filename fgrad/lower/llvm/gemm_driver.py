@@ -1,0 +1,301 @@
+"""The GEMM's block loops: one shared driver per dtype, and a thin wrapper per call site.
+
+In: a float dot_general with a BLAS view (`gemm_dims`). Out: `void name(T* out, T* lhs,
+T* rhs, [epilogue's buffers...], i64 start, i64 stop)` computing output rows [start, stop)
+of the batch-stacked output, or `void name(T* out, T* lhs, T* rhs, [buffers...])` for all
+of them (the contract of `blas.render_gemm_rows`, so the pool splits it the same way).
+
+The loops around the packing routines and the micro-kernel (gemm_native.py: jc over NC-wide
+column blocks, pc over KC-deep slices, ic over MC-tall row blocks, jr/ir over tiles) are the
+same for every product, so they are compiled once per dtype as a shared routine,
+`<prefix>_driver(i64* dims, T* out, T* lhs, T* rhs, i64 start, i64 stop, epilogue, ctx)`,
+that reads the sizes from `dims` (layout: `DIMS`, then the batch sizes and both operands'
+batch strides). A call site only stores its sizes and calls it: a module of a few calls
+that compiles in milliseconds, where a driver specialized to constant sizes took ~30 ms of
+LLVM's time per product (W9 has 19). A fused epilogue kernel that runs on row ranges is
+called through a small thunk `void thunk(i8** buffers, i64 lo, i64 hi)` that the wrapper
+defines; one without a row range runs once after the driver.
+"""
+from __future__ import annotations
+
+import functools
+import math
+
+from llvmlite import ir
+
+from fgrad.core.dtypes import dtypes
+from fgrad.core.ir import Eqn
+from fgrad.lower.llvm import target
+from fgrad.lower.llvm.gemm_native import (FLOAT_TYPES, I1, I64, I8P, KC, MC_TARGET, NC, _c,
+                                          _libc, _loop, _smin, routine_prefix,
+                                          shared_routines, tile_shape)
+from fgrad.lower.schedule.gemm_layout import GemmDims, gemm_dims
+
+# The fixed part of a driver's `dims` array; the batch sizes and strides follow.
+DIMS = ("m", "n", "k", "lhs_ld", "rhs_ld", "lhs_trans", "rhs_trans", "mc", "kc", "nc",
+        "row_scale", "batch_rank")
+THUNK = ir.FunctionType(ir.VoidType(), [I8P.as_pointer(), I64, I64])
+
+
+def driver_type(ft: ir.Type) -> ir.FunctionType:
+    """The shared driver's function type for element type `ft`."""
+    fp = ft.as_pointer()
+    return ir.FunctionType(ir.VoidType(), [I64.as_pointer(), fp, fp, fp, I64, I64,
+                                           THUNK.as_pointer(), I8P.as_pointer()])
+
+
+def driver_dims(d: GemmDims, size: int, row_scale: int) -> list[int]:
+    """The `dims` array of one product for the shared driver (module docstring)."""
+    mr, nr, _ = tile_shape(size)
+    mc = max(mr, MC_TARGET // mr * mr)
+    kc = min(KC, max(d.k, 1))
+    nc = min(NC, -(-d.n // nr) * nr)
+    fixed = [d.m, d.n, d.k, d.lhs.ld, d.rhs.ld, int(d.lhs.trans), int(d.rhs.trans), mc, kc,
+             nc, row_scale, len(d.batch)]
+    assert len(fixed) == len(DIMS)
+    return [*fixed, *d.batch, *d.lhs.batch_strides, *d.rhs.batch_strides]
+
+
+class _Driver:
+    """Emits the shared driver of one dtype into `module`."""
+
+    def __init__(self, module: ir.Module, ft: ir.Type, size: int):
+        self.module, self.ft, self.size = module, ft, size
+        self.fp = ft.as_pointer()
+        self.mr, self.nr, _ = tile_shape(size)
+        prefix, fp = routine_prefix(ft, size), self.fp
+        self.name = f"{prefix}_driver"
+        self.micro = _libc(module, f"{prefix}_micro", ir.VoidType(),
+                           [I64, fp, fp, fp, I64, I64, I64, I1])
+        self.packs = {(side, t): _libc(module, f"{prefix}_pack_{side}_{t}", ir.VoidType(),
+                                       [fp, fp, I64, I64, I64, I64, I64])
+                      for side in "ab" for t in "nt"}
+
+    def function(self) -> ir.Function:
+        """Define `<prefix>_driver` (module docstring)."""
+        fn = ir.Function(self.module, driver_type(self.ft), name=self.name)
+        dims, out, lhs, rhs, start, stop, epilogue, ctx = fn.args
+        for arg, label in zip(fn.args, ("dims", "out", "lhs", "rhs", "start", "stop",
+                                        "epilogue", "ctx")):
+            arg.name = label
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        self.b = b
+        self.d = {name: b.load(b.gep(dims, [_c(i)], inbounds=True), name=f"dims.{name}")
+                  for i, name in enumerate(DIMS)}
+        self.dims_array = dims
+        self.epilogue, self.ctx = epilogue, ctx
+        self.pack_a = self._choose(self.d["lhs_trans"], "a")
+        self.pack_b = self._choose(self.d["rhs_trans"], "b")
+        malloc = _libc(self.module, "malloc", I8P, [I64])
+        free = _libc(self.module, "free", ir.VoidType(), [I8P])
+        d, size = self.d, _c(self.size)
+        a_raw = b.call(malloc, [b.add(b.mul(b.mul(d["mc"], d["kc"]), size), _c(64))])
+        b_raw = b.call(malloc, [b.add(b.mul(b.mul(d["kc"], d["nc"]), size), _c(64))])
+        apack, bpack = b.bitcast(a_raw, self.fp), b.bitcast(b_raw, self.fp)
+        m = d["m"]
+        first_entry = b.sdiv(start, m)
+        last_entry = b.add(b.sdiv(b.sub(stop, _c(1)), m), _c(1))
+
+        def entry(e: ir.Value) -> None:
+            base_row = b.mul(e, m)
+            lo = b.sub(b.select(b.icmp_signed(">", start, base_row), start, base_row),
+                       base_row)
+            hi = b.sub(_smin(b, stop, b.add(base_row, m)), base_row)
+            lhs_at, rhs_at = self._batch_offsets(e)
+            x = b.gep(lhs, [lhs_at], inbounds=True)
+            y = b.gep(rhs, [rhs_at], inbounds=True)
+            c = b.gep(out, [b.mul(e, b.mul(m, d["n"]))], inbounds=True)
+            self._blocks(x, y, c, lo, hi, apack, bpack)
+        _loop(b, first_entry, last_entry, 1, entry, "e")
+        b.call(free, [a_raw])
+        b.call(free, [b_raw])
+        b.ret_void()
+        return fn
+
+    def _choose(self, trans: ir.Value, side: str) -> ir.Value:
+        """The packing routine of `side` for an operand stored plainly or transposed."""
+        plain, transposed = self.packs[(side, "n")], self.packs[(side, "t")]
+        return self.b.select(self.b.icmp_signed("!=", trans, _c(0)), transposed, plain)
+
+    def _batch_offsets(self, e: ir.Value) -> tuple[ir.Value, ir.Value]:
+        """Element offsets of flat batch entry `e` in lhs and rhs (batch strides from dims;
+        the last batch axis varies fastest)."""
+        b, rank, base = self.b, self.d["batch_rank"], len(DIMS)
+        entry = b.block
+        head, body, done = (b.function.append_basic_block(f"bo.{s}")
+                            for s in ("head", "body", "done"))
+        b.branch(head)
+        b.position_at_end(head)
+        axis = b.phi(I64, name="axis")
+        rest, lhs_at, rhs_at = b.phi(I64), b.phi(I64), b.phi(I64)
+        for phi, start in ((axis, rank), (rest, e), (lhs_at, _c(0)), (rhs_at, _c(0))):
+            phi.add_incoming(start, entry)
+        b.cbranch(b.icmp_signed(">", axis, _c(0)), body, done)
+        b.position_at_end(body)
+        a = b.sub(axis, _c(1))
+
+        def read(offset: ir.Value) -> ir.Value:
+            return b.load(b.gep(self.dims_array, [b.add(_c(base), offset)], inbounds=True))
+        extent = read(a)
+        j = b.urem(rest, extent)
+        new_lhs = b.add(lhs_at, b.mul(j, read(b.add(rank, a))))
+        new_rhs = b.add(rhs_at, b.mul(j, read(b.add(b.mul(rank, _c(2)), a))))
+        for phi, value in ((axis, a), (rest, b.udiv(rest, extent)), (lhs_at, new_lhs),
+                           (rhs_at, new_rhs)):
+            phi.add_incoming(value, body)
+        b.branch(head)
+        b.position_at_end(done)
+        return lhs_at, rhs_at
+
+    def _blocks(self, x: ir.Value, y: ir.Value, c: ir.Value, lo: ir.Value, hi: ir.Value,
+                apack: ir.Value, bpack: ir.Value) -> None:
+        """The jc / pc / ic / jr / ir loops over rows [lo, hi) of one batch entry."""
+        b, d = self.b, self.d
+        n, k, mr, nr = d["n"], d["k"], self.mr, self.nr
+
+        def col_block(jc: ir.Value) -> None:
+            nc = _smin(b, d["nc"], b.sub(n, jc))
+
+            def k_slice(pc: ir.Value) -> None:
+                kc = _smin(b, d["kc"], b.sub(k, pc))
+                first = b.icmp_signed("==", pc, _c(0))
+                b.call(self.pack_b, [bpack, y, d["rhs_ld"], jc, b.add(jc, nc), pc, kc])
+
+                def row_block(ic: ir.Value) -> None:
+                    mc = _smin(b, d["mc"], b.sub(hi, ic))
+                    b.call(self.pack_a, [apack, x, d["lhs_ld"], ic, b.add(ic, mc), pc, kc])
+
+                    def col_tile(jr: ir.Value) -> None:
+                        cols = _smin(b, _c(nr), b.sub(nc, jr))
+                        bsl = b.gep(bpack, [b.mul(jr, kc)], inbounds=True)
+
+                        def row_tile(ir_: ir.Value) -> None:
+                            rows = _smin(b, _c(mr), b.sub(mc, ir_))
+                            asl = b.gep(apack, [b.mul(ir_, kc)], inbounds=True)
+                            at = b.add(b.mul(b.add(ic, ir_), n), b.add(jc, jr))
+                            b.call(self.micro, [kc, asl, bsl, b.gep(c, [at], inbounds=True),
+                                                n, rows, cols, first])
+                        _loop(b, _c(0), mc, mr, row_tile, "ir")
+                    _loop(b, _c(0), nc, nr, col_tile, "jr")
+                    self._epilogue_rows(ic, mc, pc, kc, jc, nc)
+                _loop(b, lo, hi, d["mc"], row_block, "ic")
+            _loop(b, _c(0), k, d["kc"], k_slice, "pc")
+        _loop(b, _c(0), n, d["nc"], col_block, "jc")
+
+    def _epilogue_rows(self, ic: ir.Value, mc: ir.Value, pc: ir.Value, kc: ir.Value,
+                       jc: ir.Value, nc: ir.Value) -> None:
+        """Run the epilogue (when given) on rows [ic, ic + mc) once they are final."""
+        b, d = self.b, self.d
+        given = b.icmp_unsigned("!=", self.epilogue, ir.Constant(THUNK.as_pointer(), None))
+        final = b.and_(b.icmp_signed(">=", b.add(pc, kc), d["k"]),
+                       b.icmp_signed(">=", b.add(jc, nc), d["n"]))
+        with b.if_then(b.and_(given, final)):
+            scale = d["row_scale"]
+            b.call(self.epilogue, [self.ctx, b.mul(ic, scale), b.mul(b.add(ic, mc), scale)])
+
+
+def render_driver(module: ir.Module, ft: ir.Type, size: int) -> ir.Function:
+    """Define the shared driver of element type `ft` (`size` bytes) in `module`."""
+    return _Driver(module, ft, size).function()
+
+
+def render_call_site(module: ir.Module, name: str, d: GemmDims, ft: ir.Type, size: int,
+                     epilogue: ir.Function | None, row_scale: int) -> ir.Function:
+    """Add `void name(T* out, T* lhs, T* rhs, [epilogue's buffers...], i64 start, i64 stop)`
+    calling the shared driver with this product's sizes (module docstring)."""
+    fp = ft.as_pointer()
+    args = list(epilogue.function_type.args) if epilogue is not None else []
+    row_ranged = len(args) >= 2 and all(a == I64 for a in args[-2:])
+    buffers = args[:-2] if row_ranged else args
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [fp, fp, fp, *buffers, I64, I64]),
+                     name=name)
+    fn.linkage = "internal"
+    out, lhs, rhs = fn.args[:3]
+    start, stop = fn.args[-2:]
+    given = list(fn.args[3:-2])
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    values = driver_dims(d, size, row_scale)
+    dims = b.alloca(I64, size=len(values), name="dims")
+    for i, value in enumerate(values):
+        b.store(_c(value), b.gep(dims, [_c(i)]))
+    ctx = b.alloca(I8P, size=max(len(given), 1), name="buffers")
+    for i, value in enumerate(given):
+        b.store(b.bitcast(value, I8P), b.gep(ctx, [_c(i)]))
+    thunk = _thunk(module, name, epilogue, buffers) if epilogue is not None and row_ranged \
+        else ir.Constant(THUNK.as_pointer(), None)
+    driver = _libc(module, f"{routine_prefix(ft, size)}_driver", ir.VoidType(),
+                   list(driver_type(ft).args))
+    b.call(driver, [dims, out, lhs, rhs, start, stop, thunk, ctx])
+    if epilogue is not None and not row_ranged:
+        b.call(epilogue, given)     # a small gemm: once, at the end
+    b.ret_void()
+    return fn
+
+
+def _thunk(module: ir.Module, name: str, epilogue: ir.Function,
+           buffers: list[ir.Type]) -> ir.Function:
+    """`void thunk(i8** buffers, i64 lo, i64 hi)`: the epilogue on rows [lo, hi)."""
+    fn = ir.Function(module, THUNK, name=f"{name}.epilogue")
+    fn.linkage = "internal"
+    ctx, lo, hi = fn.args
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    loaded = [b.bitcast(b.load(b.gep(ctx, [_c(i)])), ty) for i, ty in enumerate(buffers)]
+    b.call(epilogue, [*loaded, lo, hi])
+    b.ret_void()
+    return fn
+
+
+@functools.cache
+def routine_texts(dtype_name: str) -> tuple[str, ...]:
+    """The shared routines for "float32" or "float64" (the micro-kernel, the four packing
+    routines, the driver), one LLVM IR module text each, so they compile in parallel and
+    are cached apart."""
+    if dtype_name not in ("float32", "float64"):
+        raise ValueError(f"routine_texts: no shared GEMM routines for {dtype_name!r}")
+    ft, size = FLOAT_TYPES[dtypes.float32 if dtype_name == "float32" else dtypes.float64]
+    texts = []
+    parts: list[tuple[str, bool]] = [("micro", False), ("a", False), ("a", True), ("b", False),
+                                     ("b", True), ("driver", False)]
+    for part, trans in parts:
+        module = ir.Module(name=f"fgrad_gemm_{dtype_name}")
+        module.triple, module.data_layout = target.triple_and_layout()
+        routines = shared_routines(module, ft, size)
+        if part == "driver":
+            render_driver(module, ft, size)
+        elif part == "micro":
+            routines.micro_kernel()
+        else:   # packing of operand a or b, plain or transposed
+            routines.pack_function(part, routines.mr if part == "a" else routines.nr, trans)
+        texts.append(str(module))
+    return tuple(texts)
+
+
+def render_native_gemm_rows(module: ir.Module, name: str, eqn: Eqn,
+                            epilogue: ir.Function | None = None,
+                            row_scale: int = 1) -> ir.Function:
+    """Add `void name(T* out, T* lhs, T* rhs, [epilogue's buffers...], i64 start, i64 stop)`
+    (module docstring); with an `epilogue` kernel function, it runs on each block of rows
+    once they are final (or, when it takes no row range, once at the end)."""
+    dims = gemm_dims(eqn)
+    dtype = eqn.outvars[0].aval.dtype
+    if dims is None or dtype not in FLOAT_TYPES or dims.k == 0:
+        raise ValueError(f"render_native_gemm_rows: {name} is not a float dot_general with a "
+                         f"BLAS view ({eqn.inputs[0].aval} x {eqn.inputs[1].aval}); a bug in "
+                         f"the schedule")
+    ft, size = FLOAT_TYPES[dtype]
+    return render_call_site(module, name, dims, ft, size, epilogue, row_scale)
+
+
+def render_native_gemm(module: ir.Module, name: str, eqn: Eqn,
+                       epilogue: ir.Function | None = None, row_scale: int = 1) -> ir.Function:
+    """Add `void name(T* out, T* lhs, T* rhs, [epilogue's buffers...])`: every row."""
+    rows = render_native_gemm_rows(module, f"{name}.rows", eqn, epilogue, row_scale)
+    dims = gemm_dims(eqn)
+    assert dims is not None
+    pointers = rows.function_type.args[:-2]
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), pointers), name=name)
+    fn.linkage = "internal"
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    b.call(rows, [*fn.args, _c(0), _c(dims.m * math.prod(dims.batch))])
+    b.ret_void()
+    return fn
