@@ -222,6 +222,11 @@ def _text_of(item: Unit) -> str:
     return _kernel_text(item)[0] if isinstance(item, Kernel) else item()
 
 
+def _length(item: Unit) -> int:
+    """A unit's text length when it is text already (0 for what is rendered later)."""
+    return len(item) if isinstance(item, str) else 0
+
+
 def _library_unit(eqn: Eqn, chunks: tuple[int, int, int] | None,
                   epilogue: tuple[CompiledKernel, Kernel] | None,
                   key_of: Callable[[str], str]) -> tuple[str, Unit, ir.FunctionType]:
@@ -294,26 +299,31 @@ def compile_kernels(kernels: Sequence[Kernel], key_of: Callable[[str], str],
     wanted.update({key: (text, texts_speed_level)
                    for key, text in zip(text_keys, texts, strict=True)})
     objects = {key: obj for key in wanted if (obj := cached_object(key)) is not None}
-    objects.update(_build_all({key: (_text_of(text), level) for key, (text, level)
-                               in wanted.items() if key not in objects}))
+    objects.update(_build_all({key: unit for key, unit in wanted.items()
+                               if key not in objects}))
     compiled = {name: CompiledKernel(_symbol(key), ftype, objects[key], key)
                 for name, (key, _, ftype) in found.items()}
     return compiled, {key: objects[key] for key in text_keys}
 
 
-def _build_all(missing: dict[str, tuple[str, int | None]]) -> dict[str, bytes]:
-    """Compile the missing modules (key -> (IR text, speed level or None for "by size")),
-    on threads when there are several (see `llvm_target.run_pipeline`)."""
-    jobs = {key: (_named(key, text), level) for key, (text, level) in missing.items()}
-    workers = _workers(len(jobs))
+def _build_all(missing: dict[str, tuple[Unit, int | None]]) -> dict[str, bytes]:
+    """Compile the missing units (key -> (unit, speed level or None for "by size")), on
+    threads when there are several (see `llvm_target.run_pipeline`). Each unit is rendered
+    on this thread (when it is not text yet) and handed to the pool at once, so rendering
+    the next overlaps compiling the last. Texts go first, the longest first (the shared
+    routines: a large module started last would run alone)."""
+    order = sorted(missing, key=lambda key: -_length(missing[key][0]))
+
+    def job(key: str) -> tuple[str, int | None]:
+        unit, level = missing[key]
+        return _named(key, _text_of(unit)), level
+    workers = _workers(len(order))
     if workers > 1:
         with concurrent.futures.ThreadPoolExecutor(workers) as pool:
-            # the slowest first: a large module started last would run alone
-            order = sorted(jobs, key=lambda key: -len(jobs[key][0]))
-            done = pool.map(lambda key: _object_code(*jobs[key]), order)
-            built = dict(zip(order, done, strict=True))
+            futures = [pool.submit(_object_code, *job(key)) for key in order]
+            built = {key: f.result() for key, f in zip(order, futures, strict=True)}
     else:
-        built = {key: _object_code(*job) for key, job in jobs.items()}
+        built = {key: _object_code(*job(key)) for key in order}
     for key, obj in built.items():
         stats["builds"] += 1
         _remember(key, obj)
