@@ -97,3 +97,17 @@ def test_weight_gradient_of_x_at_w_transposed_is_read_contiguously():
     g = ((1 - np.tanh(xn @ wn.T) ** 2).T @ xn)
     np.testing.assert_allclose(first.numpy(), 0.9 * mn + 0.1 * g, rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(second.numpy(), 0.9 * mn + 0.1 * g * g, rtol=1e-4, atol=1e-5)
+
+
+def test_a_call_site_only_stores_its_sizes_and_calls_the_shared_driver():
+    """The block loops live in the shared driver (compiled once per dtype); a product's own
+    code is straight-line: its sizes (m, n, k, leading dimensions, ...) and one call."""
+    mr, nr, _ = tile_shape(4)
+    with fgrad.config.override(gemm="native"):
+        text = _module_text(70, 33, 45)
+    rows = text[text.index('define internal void @"g0.rows"'):]
+    rows = rows[:rows.index("\n}")]
+    assert "phi" not in rows and "br " not in rows          # no loops of its own
+    stored = [int(v) for v in re.findall(r"store i64 (-?\d+), i64\*", rows)]
+    assert stored[:3] == [70, 33, 45]                      # m, n, k
+    assert rows.count(f'call void @"fgrad_gemm1_f32_{mr}x{nr}_driver"') == 1
