@@ -60,6 +60,8 @@ _NEUTRAL = "fgrad_kernel"
 _OBJECTS: collections.OrderedDict[str, bytes] = collections.OrderedDict()
 _lock = threading.Lock()
 _per_thread = threading.local()  # each compiling thread's target machine
+_INFLIGHT: dict[str, concurrent.futures.Future[bytes]] = {}  # prefetched, being compiled
+_BACKGROUND: list[concurrent.futures.ThreadPoolExecutor] = []
 stats: collections.Counter[str] = collections.Counter()  # memory_hits, disk_hits, builds
 
 
@@ -135,6 +137,48 @@ def cached_object(key: str) -> bytes | None:
         stats["disk_hits"] += 1
         _remember(key, obj)
     return obj
+
+
+def prefetch(texts: Sequence[str], speed_level: int | None,
+             key_of: Callable[[str], str]) -> None:
+    """Start compiling whole modules (e.g. the shared GEMM routines of a program about to
+    be planned) on a background thread, unless cached or already under way; a later
+    `compile_kernels` that wants them takes the result instead of compiling them again."""
+    for text in texts:
+        key = key_of(f"O{speed_level}\n{text}")
+        with _lock:
+            if key in _OBJECTS or key in _INFLIGHT:
+                continue
+        on_disk = disk_cache.load(key, FOLDER)
+        if on_disk is not None:
+            _remember(key, on_disk)
+            continue
+        with _lock:
+            if key not in _INFLIGHT:
+                _INFLIGHT[key] = _background().submit(_build_one, key, text, speed_level)
+
+
+def _background() -> concurrent.futures.ThreadPoolExecutor:
+    if not _BACKGROUND:
+        _BACKGROUND.append(concurrent.futures.ThreadPoolExecutor(1, "fgrad-prefetch"))
+    return _BACKGROUND[0]
+
+
+def _build_one(key: str, text: str, speed_level: int | None) -> bytes:
+    try:
+        obj = _object_code(_named(key, text), speed_level)
+        _stored(key, obj)
+        return obj
+    finally:
+        with _lock:
+            _INFLIGHT.pop(key, None)
+
+
+def _stored(key: str, obj: bytes) -> None:
+    """Count a build and keep its object in memory and on disk."""
+    stats["builds"] += 1
+    _remember(key, obj)
+    disk_cache.store(key, obj, FOLDER)
 
 
 def _workers(jobs: int) -> int:
@@ -298,9 +342,13 @@ def compile_kernels(kernels: Sequence[Kernel], key_of: Callable[[str], str],
     wanted = {key: (text, levels.get(key)) for key, text, _ in found.values()}
     wanted.update({key: (text, texts_speed_level)
                    for key, text in zip(text_keys, texts, strict=True)})
-    objects = {key: obj for key in wanted if (obj := cached_object(key)) is not None}
+    with _lock:
+        inflight = {key: _INFLIGHT[key] for key in wanted if key in _INFLIGHT}
+    objects = {key: obj for key in wanted
+               if key not in inflight and (obj := cached_object(key)) is not None}
     objects.update(_build_all({key: unit for key, unit in wanted.items()
-                               if key not in objects}))
+                               if key not in objects and key not in inflight}))
+    objects.update({key: future.result() for key, future in inflight.items()})
     compiled = {name: CompiledKernel(_symbol(key), ftype, objects[key], key)
                 for name, (key, _, ftype) in found.items()}
     return compiled, {key: objects[key] for key in text_keys}
@@ -325,9 +373,7 @@ def _build_all(missing: dict[str, tuple[Unit, int | None]]) -> dict[str, bytes]:
     else:
         built = {key: _object_code(*job(key)) for key in order}
     for key, obj in built.items():
-        stats["builds"] += 1
-        _remember(key, obj)
-        disk_cache.store(key, obj, FOLDER)
+        _stored(key, obj)
     return built
 
 

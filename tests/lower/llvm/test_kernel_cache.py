@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import re
 from typing import Any
 
 import numpy as np
@@ -14,6 +15,7 @@ import fgrad.lower  # noqa: F401  (registers the llvm compiler)
 from fgrad import Tensor
 from fgrad.lower.llvm import kernel_cache
 from fgrad.lower.llvm import runtime as llvm_runtime
+from fgrad.lower.llvm.gemm_driver import routine_texts
 from fgrad.transforms.jit_prim import open_jaxpr
 
 RNG = np.random.default_rng(7)
@@ -170,3 +172,27 @@ def test_a_fresh_process_runs_library_calls_from_a_warm_cache(tmp_path: Any):
     assert run_probe(WARM_PROBE, env=env).strip() == "ok"          # cold: compiles, caches
     assert os.listdir(tmp_path / kernel_cache.FOLDER)
     assert run_probe(WARM_PROBE, env=env).strip() == "ok"          # warm: nothing rendered
+
+
+def test_prefetched_routines_are_compiled_once(tmp_path: Any, monkeypatch: Any):
+    """A cold program with a matmul starts compiling the shared GEMM routines before it is
+    planned; the batch of its kernels then takes them instead of compiling them again."""
+    monkeypatch.setenv("FGRAD_CACHE_DIR", str(tmp_path))
+    kernel_cache.clear_memory()
+    built: list[str] = []
+    real = kernel_cache._object_code
+    monkeypatch.setattr(kernel_cache, "_object_code",
+                        lambda text, level=None: built.append(text) or real(text, level))
+    prefetched: list[int] = []
+    real_prefetch = kernel_cache.prefetch
+    monkeypatch.setattr(kernel_cache, "prefetch", lambda texts, *a: prefetched.append(
+        len(texts)) or real_prefetch(texts, *a))
+    x = RNG.standard_normal((37, 29)).astype(np.float32)
+    w = RNG.standard_normal((29, 11)).astype(np.float32)
+    with fgrad.config.override(gemm="native"):
+        got = fgrad.jit(lambda a, b: (a @ b).tanh(), backend="llvm")(Tensor(x), Tensor(w))
+    np.testing.assert_allclose(got.numpy(), np.tanh(x @ w), rtol=1e-5, atol=1e-6)
+    assert prefetched == [len(routine_texts("float32"))]
+    assert len(built) == len(set(built))                       # nothing compiled twice
+    assert sum(bool(re.search(r'define void @"fgrad_gemm\d+_f32_\w+_micro"', text))
+               for text in built) == 1
