@@ -23,8 +23,9 @@ import numpy as np
 
 from fgrad.core.dtypes import DType, dtypes
 from fgrad.core.ir import Atom, Eqn, Literal, Var
-from fgrad.lower.kernel.index import (Ix, Sym, add, clamp, delinearize, floordiv, ix_const,
-                                  ix_dyn, ix_range, ix_sym, linearize, mod, scale)
+from fgrad.lower.kernel.index import (Div, Ix, Mod, Sym, add, clamp, delinearize, floordiv,
+                                  ix_const, ix_dyn, ix_range, ix_sym, linearize, mod, scale,
+                                  used_syms)
 from fgrad.lower.kernel.ir import (AccInit, AccRead, AccUpdate, Cond, Const, Expr, IndexPred,
                                    IndexValue, Kernel, Load, Loop, Op, Param, Stmt, Store,
                                    check_kernel, expr_syms, kernel_indices)
@@ -221,19 +222,30 @@ def trailing_plans(axes: tuple[int, ...]) -> list[Plan]:
 
 
 class _Nest:
-    """Loop variables for a plan and the domain index they produce."""
+    """Loop variables for a plan and the domain index they produce. An axis in `split`
+    (axis -> inner extent d, the axis alone in its group) runs as two loops, outer and
+    inner, with index outer*d + inner."""
 
-    def __init__(self, shape: tuple[int, ...], plan: Plan, prefix: str):
+    def __init__(self, shape: tuple[int, ...], plan: Plan, prefix: str,
+                 split: dict[int, int] | None = None):
         self.syms: list[Sym] = []
         index: dict[int, Ix] = {}
         for g in plan:
-            extent = int(np.prod([shape[a] for a in g], dtype=np.int64))
-            sym = Sym(f"{prefix}{len(self.syms)}", extent)
-            self.syms.append(sym)
+            if split and len(g) == 1 and g[0] in split:
+                d = split[g[0]]
+                outer, inner = self._sym(prefix, shape[g[0]] // d), self._sym(prefix, d)
+                index[g[0]] = add(scale(ix_sym(outer), d), ix_sym(inner))
+                continue
+            sym = self._sym(prefix, int(np.prod([shape[a] for a in g], dtype=np.int64)))
             for a, i in zip(g, delinearize(ix_sym(sym), tuple(shape[a] for a in g)),
                             strict=True):
                 index[a] = i
         self.index = index
+
+    def _sym(self, prefix: str, extent: int) -> Sym:
+        sym = Sym(f"{prefix}{len(self.syms)}", extent)
+        self.syms.append(sym)
+        return sym
 
     def wrap(self, body: tuple[Stmt, ...], first: int = 0, stop: int | None = None
              ) -> tuple[Stmt, ...]:
@@ -253,15 +265,49 @@ def _innermost_affine(kernel: Kernel, nest: _Nest) -> bool:
 
 
 def _choose(build: Callable[[Plan], tuple[Kernel, _Nest, list[Var]]],
-            plans: list[Plan]) -> tuple[Kernel, list[Var]]:
-    """The first plan whose innermost loop stays affine, else the last (no collapsing);
-    the result is checked (bound variables, in-bounds accesses)."""
+            plans: list[Plan],
+            split_build: Callable[[Plan, dict[int, int]], tuple[Kernel, _Nest, list[Var]]]
+            | None = None) -> tuple[Kernel, list[Var]]:
+    """The first plan whose innermost loop stays affine, else the last (no collapsing),
+    with its last axis split in two loops when that makes the innermost affine (a reshape
+    that merged a transposed pair of axes: the index of i is (i // d, i % d)); the result
+    is checked (bound variables, in-bounds accesses)."""
     for plan in plans:
         kernel, nest, params = build(plan)
         if _innermost_affine(kernel, nest):
             break
+    else:
+        d = _inner_divisor(kernel, nest)
+        if split_build is not None and d and plans[-1]:
+            axis = plans[-1][-1][0]
+            s_kernel, s_nest, s_params = split_build(plans[-1], {axis: d})
+            if _innermost_affine(s_kernel, s_nest):
+                kernel, params = s_kernel, s_params
     check_kernel(kernel)
     return kernel, params
+
+
+def _inner_divisor(kernel: Kernel, nest: _Nest) -> int | None:
+    """The d of the innermost loop's `i // d` and `i % d` when every nonlinear use of i is
+    one of those, with d dividing i's extent (and leaving both parts longer than 1)."""
+    loops = [s for s in nest.syms if s.extent != 1]
+    if not loops:
+        return None
+    inner = loops[-1]
+    found: set[int] = set()
+    for ix in kernel_indices(kernel):
+        if inner not in ix.nonlinear_syms():
+            continue
+        for atom, _ in ix.terms:
+            if isinstance(atom, Sym) or inner not in used_syms(Ix(((atom, 1),), 0)):
+                continue
+            if not isinstance(atom, (Div, Mod)) or atom.arg != ix_sym(inner):
+                return None   # a clamp, a run-time index, or i inside a sum
+            found.add(atom.d)
+    if len(found) != 1:
+        return None
+    d = found.pop()
+    return d if 1 < d < inner.extent and inner.extent % d == 0 else None
 
 
 # ---------------------------------------------------------------------------- kernels
@@ -272,10 +318,11 @@ def _params(vals: _Values, names: Any, n_out: int) -> tuple[Param, ...]:
                  for i, v in enumerate(vals.params))
 
 
-def _elementwise_kernel(sched: Schedule, step: KernelStep, names: Any, plan: Plan
+def _elementwise_kernel(sched: Schedule, step: KernelStep, names: Any, plan: Plan,
+                        split: dict[int, int] | None = None
                         ) -> tuple[Kernel, _Nest, list[Var]]:
     vals = _Values(sched, step)
-    nest = _Nest(step.shape, plan, "i")
+    nest = _Nest(step.shape, plan, "i", split)
     idx = tuple(nest.index[a] for a in range(len(step.shape)))
     body = tuple(Store(j, linearize(idx, step.shape), vals(v, idx))
                  for j, v in enumerate(step.outputs))
@@ -380,7 +427,8 @@ def build_kernel(sched: Schedule, step: KernelStep, names: Any = None
         return build_rows(sched, step, names)
     if not step.is_reduce:
         plans = trailing_plans(tuple(range(len(step.shape))))
-        return _choose(lambda p: _elementwise_kernel(sched, step, names, p), plans)
+        return _choose(lambda p: _elementwise_kernel(sched, step, names, p), plans,
+                       lambda p, split: _elementwise_kernel(sched, step, names, p, split))
     if _use_memory_form(step):
         plans = trailing_plans(tuple(range(len(step.shape))))
         return _choose(lambda p: _memory_reduce(sched, step, names, p), plans)
