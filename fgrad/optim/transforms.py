@@ -6,9 +6,11 @@ so it runs eagerly and under `jit` alike. States hold Tensors only.
 """
 from __future__ import annotations
 
+import math
 from typing import Any, Callable, NamedTuple
 
 from fgrad.core.dtypes import dtypes
+from fgrad.core.prims.elementwise import expm1_p
 from fgrad.core.tensor import Tensor
 from fgrad.core.tree_util import tree_flatten, tree_leaves, tree_map
 from fgrad.optim.base import (EmptyState, GradientTransformation, ScalarOrSchedule, cast_like,
@@ -164,6 +166,18 @@ def trace(decay: Scalar, nesterov: bool = False) -> GradientTransformation:
     return GradientTransformation(init, update)
 
 
+def one_minus_power(b: Scalar, t: Tensor) -> Tensor:
+    """`1 - b ** t` as `-expm1(t * log(b))`: Adam's bias correction without the cancellation
+    of forming `b ** t` first. With b = 0.999 in float32 the direct form is off by ~1e-5
+    relative at t = 1 (b itself rounds, and a GPU's pow errs by a few ulp more); this one
+    stays within a few ulp of the float64 value PyTorch's Adam uses."""
+    if isinstance(b, Tensor):
+        return -expm1_p.bind(t * b.log())
+    if b <= 0:
+        return 1 - b ** t
+    return -expm1_p.bind(t * math.log(b))
+
+
 def scale_by_adam(b1: Scalar = 0.9, b2: Scalar = 0.999, eps: Scalar = 1e-8
                   ) -> GradientTransformation:
     """Adam's direction `m_hat / (sqrt(v_hat) + eps)` with bias-corrected moments."""
@@ -176,7 +190,7 @@ def scale_by_adam(b1: Scalar = 0.9, b2: Scalar = 0.999, eps: Scalar = 1e-8
         nu = tree_map(lambda g, v: _ema(b2, v, g * g), grads, state.nu)
         count = state.count + 1
         t = count.cast(dtypes.float32)
-        c1, c2 = 1 - b1 ** t, 1 - b2 ** t
+        c1, c2 = one_minus_power(b1, t), one_minus_power(b2, t)
         updates = tree_map(lambda g, m, v: cast_like((m / c1) / ((v / c2).sqrt() + eps), g),
                            grads, mu, nu)
         return updates, ScaleByAdamState(count, mu, nu)

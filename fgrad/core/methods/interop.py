@@ -46,9 +46,9 @@ class InteropMixin:
 
     def block_until_ready(self) -> Any:
         """Wait until this Tensor's value is computed (device queues finished); returns it."""
-        queue = getattr(getattr(self, "_data", None), "queue", None)
-        if queue is not None and hasattr(queue, "finish"):
-            queue.finish()
+        wait = getattr(getattr(self, "_data", None), "block_until_ready", None)
+        if wait is not None:  # device arrays (OpenCL) finish their queue; host data is ready
+            wait()
         return self
 
     def __dlpack_device__(self) -> tuple[int, int]:

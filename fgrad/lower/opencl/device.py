@@ -212,6 +212,11 @@ class CLArray:
         """The size of the data in bytes."""
         return self.size * self.dtype.itemsize
 
+    def block_until_ready(self) -> CLArray:
+        """Wait until every kernel queued on this array's device has finished; returns it."""
+        get_device(self.device).queue.finish()
+        return self
+
     def numpy(self) -> np.ndarray:
         """A host copy (waits for every kernel that writes this array)."""
         out = np.empty(self.shape, self.dtype)

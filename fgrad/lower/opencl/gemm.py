@@ -23,10 +23,11 @@ Two forms, picked by the device kind (`gemm_target`; tests force either on any d
   block per group), k stepping through 16-wide slabs staged in __local memory (loads
   outside the matrices read as 0, consecutive work-items loading consecutive elements);
   sizes shrink to fit the device's work-group and __local memory limits. Tested on pocl
-  only (no GPU here).
+  and on NVIDIA's OpenCL (H100); figures in docs/performance.md.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -41,6 +42,12 @@ if TYPE_CHECKING:
     from fgrad.lower.opencl.device import CLDevice
 
 
+# A GPU keeps a work-item's private arrays in (cached) device memory and reserves them for
+# every resident work-item: NVIDIA's OpenCL refuses the CPU form's ~100-200 KB slabs
+# (OUT_OF_HOST_MEMORY at launch), so the CPU form forced on a GPU uses smaller slabs.
+GPU_PRIVATE_BYTES = 16384
+
+
 @dataclass(frozen=True)
 class GemmTarget:
     """What a matmul kernel is sized for: a CPU (register blocks in vector types) or a GPU
@@ -51,6 +58,7 @@ class GemmTarget:
     max_group: int = 256
     local_mem: int = 32768
     vector_width: tuple[int, int] = (8, 4)
+    private_limit: int | None = None  # bytes of private arrays per work-item (None: any)
 
 
 def gemm_target(dev: CLDevice | None, variant: str | None = None) -> GemmTarget:
@@ -61,7 +69,8 @@ def gemm_target(dev: CLDevice | None, variant: str | None = None) -> GemmTarget:
         return GemmTarget(cpu=variant == "cpu")
     cpu = dev.is_cpu if variant is None else variant == "cpu"
     widths = (dev.vector_width["float"], dev.vector_width["double"])
-    return GemmTarget(cpu, dev.max_group, dev.local_mem, widths)
+    return GemmTarget(cpu, dev.max_group, dev.local_mem, widths,
+                      None if dev.is_cpu else GPU_PRIVATE_BYTES)
 
 
 @dataclass(frozen=True)
@@ -98,7 +107,16 @@ def cpu_shape(target: GemmTarget, double: bool) -> CpuShape:
     """The register block for the target's vector width (a power of two up to 16)."""
     want = target.vector_width[1 if double else 0]
     vec = max(w for w in (1, 2, 4, 8, 16) if w <= max(1, want))
-    return CpuShape(vec=vec)
+    shape = CpuShape(vec=vec)
+    limit = target.private_limit
+    while limit is not None and shape.private_bytes(8 if double else 4) > limit:
+        if shape.blocks > 1:
+            shape = dataclasses.replace(shape, blocks=shape.blocks // 2)
+        elif shape.kc > 16:
+            shape = dataclasses.replace(shape, kc=shape.kc // 2)
+        else:
+            break
+    return shape
 
 
 def _batch_offset(batch: tuple[int, ...], strides: tuple[int, ...]) -> str:

@@ -58,6 +58,10 @@ class CpuShape:
         """Rows per work-item."""
         return self.rows * self.blocks
 
+    def private_bytes(self, itemsize: int) -> int:
+        """Bytes of a work-item's private arrays: both slabs and the block being drained."""
+        return (self.kc * (self.height + self.width) + self.rows * self.width) * itemsize
+
 
 @dataclass(frozen=True)
 class _Axpy:

@@ -31,7 +31,7 @@ from fgrad.lower.opencl.device import CLArray, CLDevice, device_list, get_device
 from fgrad.lower.opencl.gemm import gemm_target, lower_gemm
 from fgrad.lower.opencl.render import Launch, RenderedKernel, lower_kernel, program_source
 from fgrad.lower.kernel.program import Program, Segment
-from fgrad.lower.schedule.partition import HostStep, KernelStep, jaxpr_names
+from fgrad.lower.schedule.partition import HostStep, KernelStep
 
 __all__ = ["CLArray", "OpenCLExecutable", "compile_opencl", "describe", "device_list"]
 
@@ -53,7 +53,7 @@ def _register_form(program: Program, step: KernelStep, names: Any) -> Kernel | N
 def opencl_kernels(program: Program) -> list[Kernel]:
     """The kernels to render: the program's, with memory-form reductions and row-fused
     kernels in register form (same parameters, so the segments' slot tables still apply)."""
-    names = jaxpr_names(program.schedule.jaxpr)
+    names = program.schedule.names  # the names the program's kernels were built with
     steps = {s.name: s for s in program.schedule.steps if isinstance(s, KernelStep)}
     out = []
     for kernel in program.kernels:

@@ -5,6 +5,7 @@ float64, padded leading dimensions, a batch stride of 0, and no writes (or reads
 reach a result) outside the operands."""
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
@@ -18,7 +19,10 @@ import pyopencl as cl
 import fgrad
 from fgrad import Tensor
 from fgrad.lower.opencl import device as opencl_device
-from fgrad.lower.opencl.gemm import GemmTarget, gemm_target, gpu_shape, render_gemm
+from fgrad.lower.opencl import runtime as opencl_runtime
+from fgrad.lower.opencl.gemm import (GPU_PRIVATE_BYTES, GemmTarget, cpu_shape, gemm_target,
+                                    gpu_shape, render_gemm)
+from fgrad.lower.opencl.gemm_cpu import CpuShape
 from fgrad.lower.opencl.render import program_source
 from fgrad.lower.opencl.runtime import OpenCLExecutable, plan
 from fgrad.lower.schedule.gemm_layout import GemmDims, MatrixView
@@ -172,3 +176,24 @@ def test_gpu_sizes_fit_the_device_limits() -> None:
     assert small.side == 8 and (small.block * (small.tk + 1) + small.tk * (small.block + 1)) \
         * 8 <= 4096
     assert gpu_shape(GemmTarget(max_group=1, local_mem=64), 4).side == 1
+
+
+def test_cpu_form_sized_for_a_gpus_private_memory() -> None:
+    for double, itemsize in ((False, 4), (True, 8)):
+        target = GemmTarget(cpu=True, vector_width=(1, 1), private_limit=GPU_PRIVATE_BYTES)
+        assert cpu_shape(target, double).private_bytes(itemsize) <= GPU_PRIVATE_BYTES
+    assert cpu_shape(GemmTarget(cpu=True), False) == CpuShape(vec=8)  # a CPU: full slabs
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_cpu_form_with_gpu_sized_slabs_matches_numpy(dtype: Any,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    def small_slabs(dev: Any, variant: str | None = None) -> GemmTarget:
+        return dataclasses.replace(gemm_target(dev, variant), private_limit=GPU_PRIVATE_BYTES)
+    monkeypatch.setattr(opencl_runtime, "gemm_target", small_slabs)
+    rng = np.random.default_rng(11)
+    a, at = _data(rng, (31, 1000), dtype), _data(rng, (1000, 31), dtype)
+    b, bt = _data(rng, (1000, 64), dtype), _data(rng, (64, 1000), dtype)
+    got = _run(lambda p, pt, q, qt: (p @ q, pt.T @ qt.T), "cpu", a, at, b, bt)
+    for g, want in zip(got, (a @ b, at.T @ bt.T), strict=True):
+        np.testing.assert_allclose(g, want, **_tol(dtype, 1000))

@@ -485,3 +485,20 @@ def test_jit_with_opencl_backend_returns_device_tensors() -> None:
     assert out.device.startswith("CL")
     want = np.tanh(x * 1.5 + 0.5) * (1 / (1 + np.exp(-x))) + np.exp(-x * x)
     close(out.numpy(), want.astype(np.float32), rtol=2e-6, atol=1e-7)
+
+
+def test_block_until_ready_waits_for_the_device_queue(monkeypatch: pytest.MonkeyPatch) -> None:
+    out = fgrad.jit(w1, backend="opencl")(Tensor(np.ones(1 << 16, np.float32)))
+    dev = opencl_device.get_device(out.device)
+    finished = []
+
+    class Queue:
+        def finish(self) -> None:
+            finished.append(True)
+            real.finish()
+
+    real = dev.queue
+    monkeypatch.setattr(dev, "queue", Queue())
+    assert fgrad.block_until_ready({"y": [out]})["y"][0] is out
+    assert out.block_until_ready() is out
+    assert len(finished) == 2
