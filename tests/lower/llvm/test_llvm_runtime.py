@@ -22,14 +22,16 @@ import fgrad
 from fgrad import Tensor
 from fgrad.lower.llvm import disk_cache
 from fgrad.lower.llvm import runtime as llvm_runtime
-from fgrad.lower.llvm.buffer_pool import MIN_POOLED_BYTES, POOL, BufferPool, size_class
+from fgrad.lower.llvm.buffer_pool import (MIN_POOLED_BYTES, POOL, BufferPool, aligned_empty,
+                                          exclusively_owned, size_class)
 from fgrad.lower.llvm.runtime import compile_stats, plan
 from fgrad.lower.kernel import call_plan
 from fgrad.lower.kernel.program import Program
 from fgrad.transforms.jit_prim import open_jaxpr
 
 RNG = np.random.default_rng(0)
-N = 1 << 16  # float32 elements: 256 KiB, large enough to be pooled
+N = MIN_POOLED_BYTES // 4  # float32 elements: large enough for jit outputs to be pooled
+SMALL = 1 << 16  # bytes: the pooled size of the unit tests' own pools
 
 
 def ptr(t: Tensor) -> int:
@@ -51,7 +53,7 @@ def test_size_class_rounds_up_by_at_most_an_eighth() -> None:
 
 
 def test_block_returns_only_after_every_view_dies() -> None:
-    pool = BufferPool()
+    pool = BufferPool(min_bytes=SMALL)
     a = pool.array((N,), np.float32)
     first = a.ctypes.data
     view = a[10:20]
@@ -74,27 +76,27 @@ def test_small_requests_bypass_the_pool() -> None:
 
 
 def test_pool_keeps_at_most_its_limit() -> None:
-    cap = size_class(MIN_POOLED_BYTES)
-    pool = BufferPool(limit_bytes=2 * cap)
-    blocks = [pool.take(MIN_POOLED_BYTES) for _ in range(3)]
+    cap = size_class(SMALL)
+    pool = BufferPool(limit_bytes=2 * cap, min_bytes=SMALL)
+    blocks = [pool.take(SMALL) for _ in range(3)]
     for b in blocks:
         pool.give(b)
     assert pool.stats.cached_bytes == 2 * cap and pool.stats.evictions == 1
-    again = pool.take(MIN_POOLED_BYTES)
+    again = pool.take(SMALL)
     assert again is blocks[2]  # the most recently freed block comes back first
     pool.clear()
     assert pool.stats.cached_bytes == 0
 
 
 def test_pool_never_hands_one_block_to_two_threads() -> None:
-    pool = BufferPool(limit_bytes=1 << 22)
+    pool = BufferPool(limit_bytes=1 << 22, min_bytes=SMALL)
     in_use: set[int] = set()
     lock = threading.Lock()
     errors: list[str] = []
 
     def work() -> None:
         for i in range(300):
-            block = pool.take(MIN_POOLED_BYTES * (1 + i % 3))
+            block = pool.take(SMALL * (1 + i % 3))
             with lock:
                 if block.ctypes.data in in_use:
                     errors.append("block handed out twice")
@@ -134,12 +136,12 @@ def test_a_kept_output_is_never_overwritten() -> None:
 
 def test_intermediates_are_pooled_and_results_stay_right() -> None:
     def f(x: Tensor) -> Tensor:
-        s = x.reshape(N, 4).sum(axis=1)  # a 256 KiB intermediate
+        s = x.reshape(N, 2).sum(axis=1)  # an intermediate large enough to be pooled
         return s / s.max()
 
-    x = RNG.standard_normal(4 * N).astype(np.float32)
+    x = RNG.standard_normal(2 * N).astype(np.float32)
     jf = fgrad.jit(f, backend="llvm")
-    s = x.reshape(N, 4).sum(axis=1)
+    s = x.reshape(N, 2).sum(axis=1)
     for _ in range(3):
         misses = POOL.stats.misses
         np.testing.assert_allclose(jf(Tensor(x)).numpy(), s / s.max(), rtol=1e-5)
@@ -364,3 +366,27 @@ def test_the_least_recently_used_entries_are_pruned(tmp_path: Any, monkeypatch: 
     disk_cache.store("k8", b"new")
     left = _entries(tmp_path)
     assert len(left) == 6 and "k0.fgo" in left and "k1.fgo" not in left
+
+
+def test_outputs_below_the_pooled_size_are_plain_numpy_arrays() -> None:
+    out = fgrad.jit(lambda x: x * 2, backend="llvm")(Tensor(np.ones(1 << 18, np.float32)))
+    data = np.asarray(out)
+    assert data.base is None or type(data.base) is np.ndarray  # no pool lease behind it
+    assert not data.flags.writeable and np.all(data == 2)
+
+
+def test_small_outputs_are_aligned_and_can_be_donated() -> None:
+    arr, address = aligned_empty((3, 5), np.dtype(np.float32))
+    assert address % 64 == 0 and arr.ctypes.data == address and arr.flags.writeable
+    assert exclusively_owned(arr, 1)
+    view = arr[1:]
+    assert not exclusively_owned(arr, 1)  # a view reaches its memory
+    del view
+    x_np, y_np = (np.random.default_rng(i).standard_normal(1 << 14).astype(np.float32)
+                  for i in range(2))
+    x = fresh_output(x_np)  # 64 KiB: a plain (unpooled) array, aligned
+    address = ptr(x)
+    assert address % 64 == 0
+    out = fgrad.jit(scale_by_max, backend="llvm", donate_argnums=0)(x, Tensor(y_np))
+    assert ptr(out) == address
+    np.testing.assert_allclose(out.numpy(), y_np * x_np.max(), rtol=1e-6)

@@ -197,3 +197,13 @@ def test_cpu_form_with_gpu_sized_slabs_matches_numpy(dtype: Any,
     got = _run(lambda p, pt, q, qt: (p @ q, pt.T @ qt.T), "cpu", a, at, b, bt)
     for g, want in zip(got, (a @ b, at.T @ bt.T), strict=True):
         np.testing.assert_allclose(g, want, **_tol(dtype, 1000))
+
+
+def test_gpu_tile_grows_only_while_every_compute_unit_has_a_group() -> None:
+    h100 = GemmTarget(max_group=1024, local_mem=49152, compute_units=132)
+
+    def square(n: int) -> GemmDims:
+        return GemmDims((), n, n, n, MatrixView(False, n, ()), MatrixView(False, n, ()))
+    assert gpu_shape(h100, 4, square(2048)).work == 8  # 256 groups of 128 x 128
+    assert gpu_shape(h100, 4, square(1024)).work == 4  # 64 groups would idle 68 units
+    assert gpu_shape(GemmTarget(), 4, square(4096)).work == 4  # units unknown
