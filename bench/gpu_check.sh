@@ -51,8 +51,8 @@ gpu_test='import pyopencl as c; assert any(d.type & c.device_type.GPU
     for p in c.get_platforms() for d in p.get_devices())'
 [ "$quick" = 1 ] || python3 -c "$gpu_test" 2>/dev/null || { echo "no OpenCL GPU: stopping"; exit 2; }
 
-only=W1,W2,W3,W4,W5,W7,W8
-bench_limit=240
+only=${GPU_CHECK_ONLY:-W1,W2,W3,W4,W5,W6,W7,W8,W9}
+bench_limit=300
 test_limit=300
 if [ "$quick" = 1 ]; then only=W1,W7; bench_limit=120; test_limit=120; fi
 
