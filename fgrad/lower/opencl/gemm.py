@@ -23,7 +23,7 @@ Two forms, picked by the device kind (`gemm_target`; tests force either on any d
   block per group), k stepping through 16-wide slabs staged in __local memory (loads
   outside the matrices read as 0, consecutive work-items loading consecutive elements);
   sizes shrink to fit the device's work-group and __local memory limits. Tested on pocl
-  and on NVIDIA's OpenCL (H100); figures in docs/performance.md.
+  and on NVIDIA's OpenCL (H100); figures in docs/opencl_gpu.md.
 """
 from __future__ import annotations
 
