@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 from typing import Callable, cast
 
 from fgrad.core.ir import Atom, Eqn, Jaxpr, Var
+from fgrad.lower.schedule.cse import cse
 from fgrad.lower.schedule.expand import expand
 from fgrad.lower.kernel.build import build_kernel
 from fgrad.lower.kernel.ir import Kernel
@@ -145,7 +146,7 @@ def plan(jaxpr: Jaxpr, half_native: bool = True, native_linalg: bool = True,
     `call_per_segment`: one kernel or library call per segment (the profiling build, which
     times each segment); `epilogue_ok`: which elementwise kernels right after a gemm run
     inside the gemm's call (the gemm call's slots are then its own, then the kernel's)."""
-    jaxpr = expand(jaxpr, native_library=native_linalg)
+    jaxpr = cse(expand(jaxpr, native_library=native_linalg))
     sched = schedule(jaxpr, half_native, native_linalg)
     names = sched.names
     kernels: list[Kernel] = []

@@ -8,14 +8,13 @@ An output array is a read-only view of a pooled block owned by a `_Lease`; NumPy
 lease alive as the `base` of every view derived from the array, and when the last view dies
 the lease's finalizer returns the block. So a block is never handed out while any view of it
 lives. Free blocks are kept up to `limit_bytes` (least recently freed are dropped first).
-Requests under `MIN_POOLED_BYTES` (32 MiB) go straight to NumPy: glibc's malloc maps a
-block of that size or more afresh every time (page faults on first touch: 10 ms per call for
-a 64 MiB output), but recycles smaller ones from its heap once one was freed (its mmap
-threshold follows freed sizes up to 32 MiB), and does so for a fraction of a pooled array's
-cost. Measured on the 2-core EPYC VM, allocate and touch every page, steady state:
-np.empty 1.5 / 2.2 / 8.9 / 29 us at 64 KiB / 1 / 4 / 16 MiB against 20-60 us through the
-pool (its lease, finalizer and array interface cost ~10 us alone); at 64 MiB 10 ms against
-0.16 ms, which is what the pool is for.
+Requests under `MIN_POOLED_BYTES` go straight to NumPy (64-byte aligned, `aligned_empty`).
+The pool starts at 64 KiB although a pooled array costs ~10 us (its lease, finalizer and
+array interface) against ~1.5 us for `np.empty` of the same size: with plain heap memory,
+glibc gives freed blocks of a few hundred KiB back to the system (its trim threshold follows
+its mmap threshold) and the next call takes page faults on them; a 256 x 256 matmul with a
+bias epilogue (an intermediate and an output of 256 KiB) ran 750-950 us per call that way
+against 440-450 us pooled (2-core EPYC VM).
 `exclusively_owned` is the check donation (jit's `donate_argnums`) makes before an output
 may be written into a donated array.
 """
@@ -26,13 +25,12 @@ import ctypes
 import math
 import sys
 import threading
-import weakref
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-MIN_POOLED_BYTES = 1 << 25
+MIN_POOLED_BYTES = 1 << 16
 DEFAULT_LIMIT_BYTES = 1 << 30
 ALIGN = 64
 _STEPS_PER_OCTAVE = 8
@@ -57,21 +55,32 @@ def aligned_empty(shape: tuple[int, ...], dtype: np.dtype) -> tuple[np.ndarray, 
     2.5x slower, its vector rows split across cache lines.)"""
     nbytes = math.prod(shape) * dtype.itemsize
     raw = np.empty(nbytes + ALIGN, np.uint8)
-    # cheaper than raw.ctypes; NumPy's stubs make ndarray a Buffer only for Python 3.12+
-    address = ctypes.addressof(ctypes.c_char.from_buffer(raw))  # type: ignore[arg-type]
+    address = _address(raw)
     start = -address % ALIGN
     return raw[start:start + nbytes].view(dtype).reshape(shape), address + start
 
 
 class _Lease:
-    """Owns one pooled block while NumPy arrays view it (it is their `base`)."""
+    """Owns one pooled block while NumPy arrays view it (it is their `base`); gives it back
+    to its pool when the last of them dies (`__del__`: a tenth of a weakref.finalize)."""
 
-    __slots__ = ("__array_interface__", "__weakref__", "block")
+    __slots__ = ("__array_interface__", "__weakref__", "block", "pool")
 
-    def __init__(self, block: np.ndarray, shape: tuple[int, ...], typestr: str):
-        self.block = block
+    def __init__(self, block: np.ndarray, shape: tuple[int, ...], typestr: str,
+                 pool: BufferPool | None = None):
+        self.block, self.pool = block, pool
         self.__array_interface__ = {"shape": shape, "typestr": typestr, "version": 3,
-                                    "data": (block.ctypes.data, True)}
+                                    "data": (_address(block), True)}
+
+    def __del__(self) -> None:
+        if self.pool is not None:
+            self.pool.give(self.block)
+
+
+def _address(block: np.ndarray) -> int:
+    """The data address of a writable block (a third of the cost of `block.ctypes.data`)."""
+    # NumPy's stubs make ndarray a Buffer only for Python 3.12+
+    return ctypes.addressof(ctypes.c_char.from_buffer(block))  # type: ignore[arg-type]
 
 
 @dataclass
@@ -136,8 +145,7 @@ class BufferPool:
             return arr
         exact = np.dtype(dtype.str) == dtype  # else (bfloat16) the interface says void
         lease = _Lease(self.take(nbytes), tuple(shape) if exact else (nbytes,),
-                       dtype.str if exact else "|u1")
-        weakref.finalize(lease, self.give, lease.block).atexit = False
+                       dtype.str if exact else "|u1", self)
         arr = np.asarray(lease)  # read-only; its `base` is the lease
         return arr if exact else arr.view(dtype).reshape(shape)
 

@@ -369,7 +369,8 @@ def test_the_least_recently_used_entries_are_pruned(tmp_path: Any, monkeypatch: 
 
 
 def test_outputs_below_the_pooled_size_are_plain_numpy_arrays() -> None:
-    out = fgrad.jit(lambda x: x * 2, backend="llvm")(Tensor(np.ones(1 << 18, np.float32)))
+    small = MIN_POOLED_BYTES // 8  # float32 elements: half the pooled size
+    out = fgrad.jit(lambda x: x * 2, backend="llvm")(Tensor(np.ones(small, np.float32)))
     data = np.asarray(out)
     assert data.base is None or type(data.base) is np.ndarray  # no pool lease behind it
     assert not data.flags.writeable and np.all(data == 2)
@@ -382,9 +383,9 @@ def test_small_outputs_are_aligned_and_can_be_donated() -> None:
     view = arr[1:]
     assert not exclusively_owned(arr, 1)  # a view reaches its memory
     del view
-    x_np, y_np = (np.random.default_rng(i).standard_normal(1 << 14).astype(np.float32)
+    x_np, y_np = (np.random.default_rng(i).standard_normal(1 << 12).astype(np.float32)
                   for i in range(2))
-    x = fresh_output(x_np)  # 64 KiB: a plain (unpooled) array, aligned
+    x = fresh_output(x_np)  # 16 KiB: a plain (unpooled) aligned array
     address = ptr(x)
     assert address % 64 == 0
     out = fgrad.jit(scale_by_max, backend="llvm", donate_argnums=0)(x, Tensor(y_np))
