@@ -122,7 +122,18 @@ def w3(sizes: list[int], settings: Settings) -> list[Row]:
     for n in sizes:
         a, b = (rng.standard_normal((n, n)).astype(np.float32) for _ in range(2))
         rows.append(array_row(f"W3 matmul n={n} f32", [a, b], fns, settings, flops=2.0 * n**3))
+    for n in sizes[:2]:  # the epilogue goal: relu(x @ W + b) within 3% of x @ W alone
+        a, b = (rng.standard_normal((n, n)).astype(np.float32) for _ in range(2))
+        c = rng.standard_normal(n).astype(np.float32)
+        rows.append(array_row(f"W3 relu(a@b+c) n={n} f32", [a, b, c], EPILOGUE, settings,
+                              flops=2.0 * n**3))
     return rows
+
+
+EPILOGUE = {"numpy": lambda a, b, c: np.maximum(a @ b + c, 0),
+            "torch": lambda a, b, c: torch.relu(a @ b + c),
+            "jax": lambda a, b, c: jax.nn.relu(a @ b + c),
+            "fgrad": lambda a, b, c: (a @ b + c).relu()}
 
 
 # ----------------------------------------------------------------- W4 conv2d
