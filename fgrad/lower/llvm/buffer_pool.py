@@ -67,14 +67,13 @@ class _Lease:
     __slots__ = ("__array_interface__", "__weakref__", "block", "pool")
 
     def __init__(self, block: np.ndarray, shape: tuple[int, ...], typestr: str,
-                 pool: BufferPool | None = None):
+                 pool: BufferPool):
         self.block, self.pool = block, pool
         self.__array_interface__ = {"shape": shape, "typestr": typestr, "version": 3,
                                     "data": (_address(block), True)}
 
     def __del__(self) -> None:
-        if self.pool is not None:
-            self.pool.give(self.block)
+        self.pool.give(self.block)
 
 
 def _address(block: np.ndarray) -> int:

@@ -167,37 +167,25 @@ def as_columns(kernel: Kernel) -> Columns | None:
 def render_columns(w: _Writer, cols: Columns, group: int) -> Launch:
     """Emit a scatter kernel as one work-item per position of a row; its launch. Rows
     narrower than a work-group run in one work-group, which copies the operand together
-    before the row positions apply their updates (a one-element row otherwise left the
-    whole copy to one work-item: 0.2-0.4 ms of a training step on a GPU)."""
+    and waits at a barrier before the row positions apply their updates (a one-element row
+    otherwise left the whole copy to one work-item: 0.2-0.4 ms of a GPU training step)."""
     width = _extent(cols.row)
     total = _extent(cols.copy)
-    if width < group:
-        return _narrow_columns(w, cols, group, width, total)
-    w.line(f"const {w.ity} jj = get_global_id(0);")
-    w.line(f"if (jj >= {width}) return;")
-    with w.block(f"for ({w.ity} ff = jj; ff < {total}; ff += {width})"):
+    narrow = width < group
+    w.line(f"const {w.ity} jj = {'get_local_id(0)' if narrow else 'get_global_id(0)'};")
+    guard = f"if (jj >= {width}) return;"
+    if not narrow:
+        w.line(guard)
+    with w.block(f"for ({w.ity} ff = jj; ff < {total}; ff += {group if narrow else width})"):
         w.bind_flat("ff", cols.copy)
         w.stmt(cols.copy_store)
+    if narrow:
+        w.line("barrier(CLK_GLOBAL_MEM_FENCE);")
+        w.line(guard)
     w.bind_flat("jj", cols.row)
     with w.block(f"for ({w.ity} qq = 0; qq < {_extent(cols.seq)}; ++qq)"):
         w.bind_flat("qq", cols.seq)
         w.stmt(cols.update_store)
-    local = min(group, width)
-    return Launch((-(-width // local) * local,), (max(local, 1),))
-
-
-def _narrow_columns(w: _Writer, cols: Columns, group: int, width: int, total: int) -> Launch:
-    """One work-group: every work-item copies a stride of the operand, a barrier, then
-    work-item j < width runs the updates of row position j in order."""
-    w.line(f"const {w.ity} lid = get_local_id(0);")
-    with w.block(f"for ({w.ity} ff = lid; ff < {total}; ff += {group})"):
-        w.bind_flat("ff", cols.copy)
-        w.stmt(cols.copy_store)
-    w.line("barrier(CLK_GLOBAL_MEM_FENCE);")
-    w.line(f"if (lid >= {width}) return;")
-    w.line(f"const {w.ity} jj = lid;")
-    w.bind_flat("jj", cols.row)
-    with w.block(f"for ({w.ity} qq = 0; qq < {_extent(cols.seq)}; ++qq)"):
-        w.bind_flat("qq", cols.seq)
-        w.stmt(cols.update_store)
-    return Launch((group,), (group,))
+    if narrow:
+        return Launch((group,), (group,))
+    return Launch((-(-width // group) * group,), (group,))
