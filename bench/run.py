@@ -26,6 +26,7 @@ from collections.abc import Callable
 
 import check
 import mlp
+import peak
 import report
 import workloads
 import transformer
@@ -128,6 +129,8 @@ def main() -> None:
     settings.repeats = args.repeats or settings.repeats
     settings.stat = args.stat
     print("\n".join(header(args.quick, args.stat)))
+    ceiling = peak.describe(peak.measure())
+    print(ceiling)
     print(report.column_header())
     if args.contended:
         print("contended: a spinning process keeps one core busy")
@@ -137,7 +140,7 @@ def main() -> None:
     print(f"total {time.perf_counter() - start:.0f} s")
     if args.markdown:
         with open(args.markdown, "w", encoding="utf-8") as f:
-            f.write("\n".join(report.markdown(rows)) + "\n")
+            f.write("\n".join([ceiling, "", *report.markdown(rows)]) + "\n")
     if args.write_baseline:
         check.write_baseline(rows, " ".join(header(args.quick, args.stat)))
     if args.check:

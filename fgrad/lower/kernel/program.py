@@ -146,8 +146,8 @@ def plan(jaxpr: Jaxpr, half_native: bool = True, native_linalg: bool = True,
     `call_per_segment`: one kernel or library call per segment (the profiling build, which
     times each segment); `epilogue_ok`: which elementwise kernels right after a gemm run
     inside the gemm's call (the gemm call's slots are then its own, then the kernel's)."""
-    jaxpr = cse(expand(jaxpr, native_library=native_linalg))
-    sched = schedule(jaxpr, half_native, native_linalg)
+    source, jaxpr = jaxpr, cse(expand(jaxpr, native_library=native_linalg))
+    sched = schedule(jaxpr, half_native, native_linalg, source=source)
     names = sched.names
     kernels: list[Kernel] = []
     kernel_params: dict[int, list[Var]] = {}

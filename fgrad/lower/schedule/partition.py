@@ -54,6 +54,7 @@ from fgrad.core.dtypes import dtypes
 from fgrad.core.ir import Eqn, Jaxpr, Var, _Names, _pp
 from fgrad.lower.schedule.control_flow import CONTROL_FLOW
 from fgrad.lower.schedule.gemm_layout import GemmDims, gemm_dims, gemm_reason, pack_gemm_operands
+from fgrad.lower.schedule.regroup import regroup
 from fgrad.lower.schedule.row_fusion import row_phase
 
 UNARY = frozenset({
@@ -451,18 +452,21 @@ def build_steps(g: _Graph, realized: set[int]) -> list[Step]:
     return steps
 
 
-def schedule(jaxpr: Jaxpr, half_native: bool = True, native_linalg: bool = True
-             ) -> Schedule:
+def schedule(jaxpr: Jaxpr, half_native: bool = True, native_linalg: bool = True,
+             source: Jaxpr | None = None) -> Schedule:
     """Partition `jaxpr` into kernels, gemms, linalg calls and host steps (module
     docstring). The schedule's jaxpr is `jaxpr` after `pack_gemm_operands` (same inputs and
     outputs). `native_linalg`: whether float32/64 linalg calls LAPACK (llvm) or runs on the
-    host (opencl)."""
+    host (opencl). `source`: the jaxpr the user sees printed, when `jaxpr` was rewritten from
+    it (expansion, CSE): its values keep the names it prints, new values are named after."""
     g = _Graph(pack_gemm_operands(jaxpr), half_native, native_linalg)
-    names = jaxpr_names(jaxpr)
+    names = jaxpr_names(jaxpr if source is None else source)
+    if source is not None and source is not jaxpr:
+        _pp(jaxpr, names, 0)
     if g.jaxpr is not jaxpr:
         _pp(g.jaxpr, names, 0)  # names the packed operands after every original value
     realized = realize(g)
-    steps = build_steps(g, realized)
+    steps = regroup(g, build_steps(g, realized), realized)
     return Schedule(g.jaxpr, tuple(steps), frozenset(realized), g.producers, names)
 
 

@@ -77,3 +77,18 @@ def test_an_effectful_equation_repeated_verbatim_stays_twice() -> None:
     twice = Jaxpr(jaxpr.constvars, jaxpr.invars, [*jaxpr.eqns, callback], jaxpr.outvars)
     names = [e.primitive.name for e in cse(twice).eqns]
     assert names.count("debug_callback") == 2
+
+
+def test_the_schedule_names_values_as_the_printed_jaxpr_does() -> None:
+    x = RNG.standard_normal((4, 5)).astype(np.float32)
+
+    def f(x):
+        a = x * 2.0
+        b = x * 2.0          # dropped by CSE: later values must keep their printed names
+        return a + 1.0, (b * 3.0).exp()
+    text = fgrad.jit(f, backend="llvm").lower(Tensor(x)).as_text()
+    printed_outs = text.split("\n  in (")[1].split(")")[0].split(", ")
+    kernel_lines = [ln for ln in text.splitlines() if ln.lstrip().startswith("k") and "->" in ln]
+    scheduled_outs = [n for ln in kernel_lines
+                      for n in ln.split("-> (")[1].split(")")[0].split()]
+    assert sorted(scheduled_outs) == sorted(printed_outs)

@@ -1,0 +1,104 @@
+"""Schedule: merge elementwise kernels over the same domain that program order keeps apart.
+
+In: the steps `partition.build_steps` made (consecutive compatible kernels already merged).
+Out: the same steps, where an elementwise kernel step has been merged into an earlier
+elementwise kernel step of the same shape whenever the merged kernel can run at one of the
+two positions:
+- at the later one: no step in between reads the earlier kernel's outputs;
+- at the earlier one: every buffer the later kernel reads exists by then.
+
+An optimizer's update is the case this is for: Adam's `tree_map`s compute the first moments
+of every parameter, then the second moments, then the new parameters, so each parameter got
+three kernels that each stream its gradient or moments from memory. Merged, each parameter
+is one kernel that reads p, g, m, v once and writes p, m, v (and the biases of equal shape
+share one kernel). Reductions, row-fused kernels and scatters are left where they are.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from fgrad.core.ir import Var
+
+if TYPE_CHECKING:
+    from fgrad.lower.schedule.partition import Step, _Graph
+
+WINDOW = 64  # how many steps back a kernel looks for a partner
+
+
+def _plain(g: _Graph, step: Step) -> bool:
+    """An elementwise kernel step: no reduction, no row phases, no scatter."""
+    from fgrad.lower.schedule.partition import KernelStep, _is_scatter
+    return isinstance(step, KernelStep) and not step.is_reduce and not step.is_rows \
+        and not _is_scatter(g.producers.get(id(step.outputs[0])))
+
+
+class _Reads:
+    """Ids of the buffers a step reads, computed once per step."""
+
+    def __init__(self, g: _Graph, realized: set[int]):
+        self.g, self.realized = g, realized
+        self.known: dict[int, tuple[Step, set[int]]] = {}
+
+    def __call__(self, step: Step) -> set[int]:
+        from fgrad.lower.schedule.partition import KernelStep, leaves
+        hit = self.known.get(id(step))
+        if hit is not None and hit[0] is step:
+            return hit[1]
+        if isinstance(step, KernelStep):
+            own = {id(v) for v in step.outputs}
+            found: set[int] = set()
+            for v in step.outputs:
+                found |= leaves(self.g, v, self.realized, own)
+        else:
+            found = {id(a) for a in step.eqn.inputs if isinstance(a, Var)}
+        self.known[id(step)] = (step, found)
+        return found
+
+
+def _writes(step: Step) -> set[int]:
+    outputs = getattr(step, "outputs", None)
+    if outputs is None:          # host and control steps
+        outputs = step.eqn.outvars
+    return {id(v) for v in outputs}
+
+
+def _partner(g: _Graph, steps: list[Step], i: int, reads: _Reads) -> tuple[int, int] | None:
+    """(j, position) to merge step i with an earlier step j, the merged step going to
+    `position` (i or j), or None."""
+    later = steps[i]
+    later_reads = reads(later)
+    written_since: set[int] = set()
+    read_since: set[int] = set()
+    for j in range(i - 1, max(i - 1 - WINDOW, -1), -1):
+        earlier = steps[j]
+        if _plain(g, earlier) and earlier.shape == later.shape:
+            if not _writes(earlier) & read_since:
+                return j, i
+            if not later_reads & written_since:
+                return j, j
+        written_since |= _writes(earlier)
+        read_since |= reads(earlier)
+    return None
+
+
+def regroup(g: _Graph, steps: list[Step], realized: set[int]) -> list[Step]:
+    """`steps` with same-shape elementwise kernels merged across other steps (module
+    docstring)."""
+    from fgrad.lower.schedule.partition import KernelStep
+    steps = list(steps)
+    reads = _Reads(g, realized)
+    i = 0
+    while i < len(steps):
+        later = steps[i]
+        found = _partner(g, steps, i, reads) if _plain(g, later) else None
+        if found is None:
+            i += 1
+            continue
+        j, position = found
+        earlier = steps[j]
+        assert isinstance(earlier, KernelStep) and isinstance(later, KernelStep)
+        steps[position] = KernelStep(earlier.name, earlier.shape, (),
+                                     earlier.outputs + later.outputs,
+                                     earlier.reduced + later.reduced)
+        del steps[i if position == j else j]  # either way, the next step is now at i
+    return steps

@@ -1,0 +1,82 @@
+"""Merging same-shape elementwise kernels across other steps (schedule/regroup.py): an Adam
+update is one kernel per parameter shape, a merge never reorders a read before its write,
+and results match NumPy."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import fgrad
+from fgrad import Tensor, optim
+from fgrad.lower.schedule.partition import KernelStep, schedule
+from fgrad.transforms.jit_prim import open_jaxpr
+
+pytestmark = pytest.mark.backends
+RNG = np.random.default_rng(5)
+
+
+def _kernels(fn, *arrays) -> list[KernelStep]:
+    jaxpr = open_jaxpr(fgrad.make_jaxpr(fn)(*arrays))[0]
+    return [s for s in schedule(jaxpr).steps if isinstance(s, KernelStep)]
+
+
+def _numpy_adam(p, g, m, v, t, lr=1e-2, b1=0.9, b2=0.999, eps=1e-8):
+    m = b1 * m + (1 - b1) * g
+    v = b2 * v + (1 - b2) * g * g
+    step = lr * (m / (1 - b1 ** t)) / (np.sqrt(v / (1 - b2 ** t)) + eps)
+    return p - step, m, v
+
+
+def test_adam_updates_one_kernel_per_parameter_shape(jit_backend: str) -> None:
+    shapes = [(6, 7), (7,), (7, 3), (3,), (7,)]
+    params = [RNG.standard_normal(s).astype(np.float32) for s in shapes]
+    grads = [RNG.standard_normal(s).astype(np.float32) for s in shapes]
+    opt = optim.Adam(lr=1e-2)
+
+    def update(params, state, grads):
+        updates, state = opt.update(grads, state, params)
+        return optim.apply_updates(params, updates), state
+    tparams, tgrads = [Tensor(p) for p in params], [Tensor(g) for g in grads]
+    state = opt.init(tparams)
+    kernels = _kernels(update, tparams, state, tgrads)
+    by_shape = [k.shape for k in kernels if k.shape]
+    assert sorted(by_shape) == [(3,), (6, 7), (7,), (7, 3)]
+    assert all(len(k.outputs) >= 3 for k in kernels if k.shape)   # p, m and v together
+    jitted = fgrad.jit(update)
+    m = [np.zeros_like(p) for p in params]
+    v = [np.zeros_like(p) for p in params]
+    want = [p.astype(np.float64) for p in params]
+    for t in (1, 2, 3):
+        tparams, state = jitted(tparams, state, tgrads)
+        for i, g in enumerate(grads):
+            want[i], m[i], v[i] = _numpy_adam(want[i], g.astype(np.float64), m[i], v[i], t)
+    for got, expected in zip(tparams, want, strict=True):
+        np.testing.assert_allclose(got.numpy(), expected, rtol=1e-5, atol=1e-6)
+
+
+def test_kernels_merge_across_an_unrelated_gemm(jit_backend: str) -> None:
+    x, w, y = (RNG.standard_normal((8, 8)).astype(np.float32) for _ in range(3))
+
+    def f(x, w, y):
+        return x * 2.0, x @ w, y * 3.0 + x
+    kernels = _kernels(f, Tensor(x), Tensor(w), Tensor(y))
+    assert len(kernels) == 1 and len(kernels[0].outputs) == 2
+    a, g, c = fgrad.jit(f)(Tensor(x), Tensor(w), Tensor(y))
+    np.testing.assert_allclose(a.numpy(), x * 2.0, rtol=1e-6)
+    np.testing.assert_allclose(g.numpy(), x.astype(np.float64) @ w, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(c.numpy(), y * 3.0 + x, rtol=1e-6)
+
+
+def test_no_merge_when_a_step_between_reads_one_and_writes_for_the_other(
+        jit_backend: str) -> None:
+    x, w = (RNG.standard_normal((8, 8)).astype(np.float32) for _ in range(2))
+
+    def f(x, w):
+        a = x * 2.0             # read by the gemm: cannot move after it
+        g = a @ w
+        return g + x * a        # reads the gemm's result: cannot move before it
+    kernels = _kernels(f, Tensor(x), Tensor(w))
+    assert [len(k.outputs) for k in kernels] == [1, 1]
+    got = fgrad.jit(f)(Tensor(x), Tensor(w)).numpy()
+    a = x.astype(np.float64) * 2
+    np.testing.assert_allclose(got, a @ w + x * a, rtol=1e-5, atol=1e-5)
