@@ -54,7 +54,6 @@ from fgrad.core.dtypes import dtypes
 from fgrad.core.ir import Eqn, Jaxpr, Var, _Names, _pp
 from fgrad.lower.schedule.control_flow import CONTROL_FLOW
 from fgrad.lower.schedule.gemm_layout import GemmDims, gemm_dims, gemm_reason, pack_gemm_operands
-from fgrad.lower.schedule.regroup import regroup
 from fgrad.lower.schedule.row_fusion import row_phase
 
 UNARY = frozenset({
@@ -465,6 +464,7 @@ def schedule(jaxpr: Jaxpr, half_native: bool = True, native_linalg: bool = True,
         _pp(jaxpr, names, 0)
     if g.jaxpr is not jaxpr:
         _pp(g.jaxpr, names, 0)  # names the packed operands after every original value
+    from fgrad.lower.schedule.regroup import regroup  # it builds on this module
     realized = realize(g)
     steps = regroup(g, build_steps(g, realized), realized)
     return Schedule(g.jaxpr, tuple(steps), frozenset(realized), g.producers, names)

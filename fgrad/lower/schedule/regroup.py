@@ -15,21 +15,18 @@ share one kernel). Reductions, row-fused kernels and scatters are left where the
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from fgrad.core.ir import Var
-
-if TYPE_CHECKING:
-    from fgrad.lower.schedule.partition import Step, _Graph
+from fgrad.lower.schedule.partition import (HostStep, KernelStep, Step, _Graph, _is_scatter,
+                                            leaves)
 
 WINDOW = 64  # how many steps back a kernel looks for a partner
 
 
-def _plain(g: _Graph, step: Step) -> bool:
-    """An elementwise kernel step: no reduction, no row phases, no scatter."""
-    from fgrad.lower.schedule.partition import KernelStep, _is_scatter
-    return isinstance(step, KernelStep) and not step.is_reduce and not step.is_rows \
-        and not _is_scatter(g.producers.get(id(step.outputs[0])))
+def _plain(g: _Graph, step: Step) -> KernelStep | None:
+    """`step` if it is an elementwise kernel step (no reduction, row phases or scatter)."""
+    if not isinstance(step, KernelStep) or step.is_reduce or step.is_rows:
+        return None
+    return None if _is_scatter(g.producers.get(id(step.outputs[0]))) else step
 
 
 class _Reads:
@@ -40,7 +37,6 @@ class _Reads:
         self.known: dict[int, tuple[Step, set[int]]] = {}
 
     def __call__(self, step: Step) -> set[int]:
-        from fgrad.lower.schedule.partition import KernelStep, leaves
         hit = self.known.get(id(step))
         if hit is not None and hit[0] is step:
             return hit[1]
@@ -56,22 +52,22 @@ class _Reads:
 
 
 def _writes(step: Step) -> set[int]:
-    outputs = getattr(step, "outputs", None)
-    if outputs is None:          # host and control steps
-        outputs = step.eqn.outvars
+    outputs = step.eqn.outvars if isinstance(step, HostStep) else step.outputs
     return {id(v) for v in outputs}
 
 
 def _partner(g: _Graph, steps: list[Step], i: int, reads: _Reads) -> tuple[int, int] | None:
     """(j, position) to merge step i with an earlier step j, the merged step going to
     `position` (i or j), or None."""
-    later = steps[i]
+    later = _plain(g, steps[i])
+    assert later is not None
     later_reads = reads(later)
     written_since: set[int] = set()
     read_since: set[int] = set()
     for j in range(i - 1, max(i - 1 - WINDOW, -1), -1):
         earlier = steps[j]
-        if _plain(g, earlier) and earlier.shape == later.shape:
+        plain = _plain(g, earlier)
+        if plain is not None and plain.shape == later.shape:
             if not _writes(earlier) & read_since:
                 return j, i
             if not later_reads & written_since:
@@ -84,7 +80,6 @@ def _partner(g: _Graph, steps: list[Step], i: int, reads: _Reads) -> tuple[int, 
 def regroup(g: _Graph, steps: list[Step], realized: set[int]) -> list[Step]:
     """`steps` with same-shape elementwise kernels merged across other steps (module
     docstring)."""
-    from fgrad.lower.schedule.partition import KernelStep
     steps = list(steps)
     reads = _Reads(g, realized)
     i = 0
