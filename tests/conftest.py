@@ -11,6 +11,7 @@ mentions `jit` are parametrized (the others never compile anything). Restrict wi
 from __future__ import annotations
 
 import inspect
+from collections.abc import Iterator
 import os
 
 import pytest
@@ -89,12 +90,17 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 @pytest.fixture(autouse=True)
-def jit_backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str | None:
+def jit_backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+                ) -> Iterator[str | None]:
     """The jit backend of a parametrized test (None elsewhere: the default backend)."""
+    from fgrad import flags
     backend = getattr(request, "param", None)
     if backend is not None:
         monkeypatch.setenv("FGRAD_BACKEND", backend)
-    return backend
+        flags.refresh()
+    yield backend
+    if backend is not None:
+        flags.refresh()   # the environment is restored next
 
 
 @pytest.fixture

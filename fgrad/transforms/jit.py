@@ -125,7 +125,7 @@ class JittedFunction(Generic[P, R]):
         functools.update_wrapper(self, fn, updated=())  # never merge fn.__dict__ into self
 
     def _backend(self) -> str:
-        backend = (self.backend or flags.default_backend()).lower()
+        backend = (self.backend or flags.jit_call_flags()[2]).lower()
         if backend not in BACKENDS:
             raise ValueError(f"jit: unknown backend {backend!r}; choose one of {BACKENDS}")
         return backend
@@ -234,7 +234,7 @@ class JittedFunction(Generic[P, R]):
         if kwargs or not self._fast or _checking():
             return _MISS
         datas = _same_small_arrays(args, self._last)
-        if datas is not None and (self.backend or flags.default_backend()) == self._last[1]:
+        if datas is not None and (self.backend or flags.jit_call_flags()[2]) == self._last[1]:
             run, out_tree, single, frozen = self._last[2]
         else:
             backend = self._backend()

@@ -128,3 +128,20 @@ def test_float64_data_meeting_float32_weights_warns_at_the_user_line():
         assert (Tensor(x64) * 2.0).dtype == fgrad.dtypes.float64    # float64 alone: silent
         fgrad.config.update("warn_float64", False)
         lin(Tensor(x64))
+
+
+def test_jitted_calls_read_the_backend_once_and_see_config_at_once(monkeypatch):
+    f = fgrad.jit(lambda x: x + 1)
+    x = Tensor(np.ones(3, np.float32))
+    monkeypatch.setenv("FGRAD_BACKEND", "llvm")
+    fgrad.flags.refresh()
+    f(x)
+    assert f.lower(x).backend == "llvm"
+    monkeypatch.setenv("FGRAD_BACKEND", "numpy")   # not read again on the call path ...
+    f(x)
+    assert f.lower(x).backend == "llvm"
+    fgrad.flags.refresh()                          # ... until refreshed
+    np.testing.assert_array_equal(f(x).numpy(), 2)
+    assert f.lower(x).backend == "numpy"
+    fgrad.config.update("backend", "llvm")         # a config change is seen at once
+    assert f.lower(x).backend == "llvm"
