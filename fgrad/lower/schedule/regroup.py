@@ -4,8 +4,9 @@ In: the steps `partition.build_steps` made (consecutive compatible kernels alrea
 Out: the same steps, where an elementwise kernel step has been merged into an earlier
 elementwise kernel step of the same shape whenever the merged kernel can run at one of the
 two positions:
-- at the later one: no step in between reads the earlier kernel's outputs;
-- at the earlier one: every buffer the later kernel reads exists by then.
+- at the earlier one (tried first): every buffer the later kernel reads exists by then;
+- at the later one: no step in between reads the earlier kernel's outputs, and the earlier
+  kernel is not a gemm's possible epilogue (it stays right after its gemm).
 
 An optimizer's update is the case this is for: Adam's `tree_map`s compute the first moments
 of every parameter, then the second moments, then the new parameters, so each parameter got
@@ -16,8 +17,8 @@ share one kernel). Reductions, row-fused kernels and scatters are left where the
 from __future__ import annotations
 
 from fgrad.core.ir import Var
-from fgrad.lower.schedule.partition import (HostStep, KernelStep, Step, _Graph, _is_scatter,
-                                            leaves)
+from fgrad.lower.schedule.partition import (GemmStep, HostStep, KernelStep, Step, _Graph,
+                                            _is_scatter, leaves)
 
 WINDOW = 64  # how many steps back a kernel looks for a partner
 
@@ -56,6 +57,13 @@ def _writes(step: Step) -> set[int]:
     return {id(v) for v in outputs}
 
 
+def _epilogue(steps: list[Step], j: int, reads: _Reads) -> bool:
+    """Whether step j reads the product of the gemm right before it: it may run inside that
+    gemm's call as its epilogue (llvm), so it stays where it is."""
+    before = steps[j - 1] if j else None
+    return isinstance(before, GemmStep) and id(before.outputs[0]) in reads(steps[j])
+
+
 def _partner(g: _Graph, steps: list[Step], i: int, reads: _Reads) -> tuple[int, int] | None:
     """(j, position) to merge step i with an earlier step j, the merged step going to
     `position` (i or j), or None."""
@@ -68,10 +76,10 @@ def _partner(g: _Graph, steps: list[Step], i: int, reads: _Reads) -> tuple[int, 
         earlier = steps[j]
         plain = _plain(g, earlier)
         if plain is not None and plain.shape == later.shape:
-            if not _writes(earlier) & read_since:
-                return j, i
             if not later_reads & written_since:
                 return j, j
+            if not _writes(earlier) & read_since and not _epilogue(steps, j, reads):
+                return j, i
         written_since |= _writes(earlier)
         read_since |= reads(earlier)
     return None

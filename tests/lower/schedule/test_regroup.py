@@ -80,3 +80,23 @@ def test_no_merge_when_a_step_between_reads_one_and_writes_for_the_other(
     got = fgrad.jit(f)(Tensor(x), Tensor(w)).numpy()
     a = x.astype(np.float64) * 2
     np.testing.assert_allclose(got, a @ w + x * a, rtol=1e-5, atol=1e-5)
+
+
+def test_a_gemm_epilogue_stays_after_its_gemm(jit_backend: str) -> None:
+    x, w, y, v = (RNG.standard_normal((64, 64)).astype(np.float32) for _ in range(4))
+    b = RNG.standard_normal(64).astype(np.float32)
+
+    def f(x, w, b, y, v):
+        e = (x @ w + b).relu()   # the epilogue of the first gemm
+        return e, (y @ v) * 2.0  # same shape, but it must wait for the second gemm
+    args = [Tensor(a) for a in (x, w, b, y, v)]
+    kernels = _kernels(f, *args)
+    assert [len(k.outputs) for k in kernels] == [1, 1]
+    if jit_backend == "llvm":
+        text = fgrad.jit(f).lower(*args).as_text()
+        assert "# gemm epilogues" in text
+    e, s = fgrad.jit(f)(*args)
+    xd = x.astype(np.float64)
+    np.testing.assert_allclose(e.numpy(), np.maximum(xd @ w + b, 0), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(s.numpy(), (y.astype(np.float64) @ v) * 2, rtol=1e-4,
+                               atol=1e-4)
