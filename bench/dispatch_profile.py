@@ -43,7 +43,7 @@ def main() -> None:
         ("  jit: same-arrays check of the last call",
          "jit_module._same_small_arrays(args, f._last)"),
         ("  jit: signature key (a call with new arrays)", "jit_module._fast_key(args, 'llvm')"),
-        ("  jit: FGRAD_BACKEND lookup (backend=None only)", "flags.default_backend()"),
+        ("  jit: default backend, read once (backend=None)", "flags.jit_call_flags()[2]"),
         ("  jit: eager-trace check", "isinstance(current_trace(), EvalTrace)"),
         ("  executable: lean call, all of it", "lean(ds)"),
         ("    native entry through ctypes", "lean._entry(lean._table_address)"),
