@@ -16,6 +16,8 @@ share one kernel). Reductions, row-fused kernels and scatters are left where the
 """
 from __future__ import annotations
 
+import dataclasses
+
 from fgrad.core.ir import Var
 from fgrad.lower.schedule.partition import (GemmStep, HostStep, KernelStep, Step, _Graph,
                                             _is_scatter, leaves)
@@ -88,7 +90,7 @@ def _partner(g: _Graph, steps: list[Step], i: int, reads: _Reads) -> tuple[int, 
 def regroup(g: _Graph, steps: list[Step], realized: set[int]) -> list[Step]:
     """`steps` with same-shape elementwise kernels merged across other steps (module
     docstring)."""
-    steps = list(steps)
+    before, steps = steps, list(steps)
     reads = _Reads(g, realized)
     i = 0
     while i < len(steps):
@@ -104,4 +106,10 @@ def regroup(g: _Graph, steps: list[Step], realized: set[int]) -> list[Step]:
                                      earlier.outputs + later.outputs,
                                      earlier.reduced + later.reduced)
         del steps[i if position == j else j]  # either way, the next step is now at i
-    return steps
+    return _renumbered(steps) if len(steps) < len(before) else steps
+
+
+def _renumbered(steps: list[Step]) -> list[Step]:
+    """The steps named by their final positions again (k0, g1, k2, ...), so printouts and
+    profiles list them in order."""
+    return [dataclasses.replace(s, name=f"{s.name[0]}{n}") for n, s in enumerate(steps)]
