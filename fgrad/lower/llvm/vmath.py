@@ -51,11 +51,11 @@ def _c(x: ir.Value, v: float) -> ir.Constant:
 
 
 def _clamp(em: Any, x: ir.Value, lo: float, hi: float) -> ir.Value:
-    """x clamped into [lo, hi], with NaN replaced by 0 (callers restore NaN at the end)."""
+    """x clamped into [lo, hi]; NaN stays NaN. What a NaN makes of the steps after (a poison
+    integer from `fptosi`) is never selected: every caller returns x where x is NaN."""
     b = em.b
     x = b.select(b.fcmp_ordered(">", x, _c(x, hi)), _c(x, hi), x)
-    x = b.select(b.fcmp_ordered("<", x, _c(x, lo)), _c(x, lo), x)
-    return b.select(b.fcmp_unordered("uno", x, x), _c(x, 0.0), x)
+    return b.select(b.fcmp_ordered("<", x, _c(x, lo)), _c(x, lo), x)
 
 
 def _pow2(em: Any, k: ir.Value, like: ir.Value) -> ir.Value:
