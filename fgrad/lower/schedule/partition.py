@@ -71,6 +71,7 @@ REDUCE = {"reduce_sum": "add", "reduce_max": "max", "reduce_min": "min",
 COSTLY = frozenset({"exp", "log", "sin", "cos", "tan", "tanh", "logistic", "log1p", "expm1",
                     "erf", "pow", "atan2"})
 MAX_CONCAT_INPUTS = 16
+MAX_KERNEL_BUFFERS = 64  # a kernel's buffers at most (OpenCL guarantees 1 KB of arguments)
 LINALG = frozenset({"cholesky", "triangular_solve", "lu", "qr", "svd"})
 SEQUENCE_OPS = frozenset({"sort", "cumsum", "cumprod", "cummax", "cummin"})
 NATIVE_SEQUENCE_DTYPES = (dtypes.float32, dtypes.float64, dtypes.int32, dtypes.int64,
@@ -399,12 +400,22 @@ def _gathers_own(g: _Graph, prev: KernelStep, eqn: Eqn, realized: set[int]) -> b
     return False
 
 
+def kernel_buffers(g: _Graph, outputs: tuple[Var, ...], realized: set[int]) -> int:
+    """How many buffers a kernel computing `outputs` takes: the outputs and what they read."""
+    own = {id(v) for v in outputs}
+    found = set(own)
+    for v in outputs:
+        found |= leaves(g, v, realized, own)
+    return len(found)
+
+
 def _merged(g: _Graph, prev: Step | None, eqn: Eqn, var: Var, realized: set[int]
             ) -> KernelStep | None:
     """`prev` with `var` added as one more output, or None if they stay apart (a scatter
     kernel computes its scatter alone)."""
     if not isinstance(prev, KernelStep) or _is_scatter(eqn) \
-            or _is_scatter(g.producers.get(id(prev.outputs[0]))):
+            or _is_scatter(g.producers.get(id(prev.outputs[0]))) \
+            or kernel_buffers(g, prev.outputs + (var,), realized) > MAX_KERNEL_BUFFERS:
         return None
     red = g.is_reduce(eqn)
     if _can_merge(g, prev, eqn, var, realized):

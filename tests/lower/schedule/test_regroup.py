@@ -8,7 +8,7 @@ import pytest
 
 import fgrad
 from fgrad import Tensor, optim
-from fgrad.lower.schedule.partition import KernelStep, schedule
+from fgrad.lower.schedule.partition import KernelStep, fused_eqns, schedule
 from fgrad.transforms.jit_prim import open_jaxpr
 
 pytestmark = pytest.mark.backends
@@ -100,3 +100,30 @@ def test_a_gemm_epilogue_stays_after_its_gemm(jit_backend: str) -> None:
     np.testing.assert_allclose(e.numpy(), np.maximum(xd @ w + b, 0), rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(s.numpy(), (y.astype(np.float64) @ v) * 2, rtol=1e-4,
                                atol=1e-4)
+
+
+def test_merged_kernels_keep_to_the_buffer_limit(jit_backend: str) -> None:
+    from fgrad.lower.schedule.partition import MAX_KERNEL_BUFFERS
+    params = [RNG.standard_normal(3).astype(np.float32) for _ in range(40)]
+    grads = [RNG.standard_normal(3).astype(np.float32) for _ in range(40)]
+    opt = optim.Adam(lr=1e-2)
+
+    def update(params, state, grads):
+        updates, state = opt.update(grads, state, params)
+        return optim.apply_updates(params, updates), state
+    tparams, tgrads = [Tensor(p) for p in params], [Tensor(g) for g in grads]
+    state = opt.init(tparams)
+    jaxpr = open_jaxpr(fgrad.make_jaxpr(update)(tparams, state, tgrads))[0]
+    sched = schedule(jaxpr)
+    kernels = [s for s in sched.steps if isinstance(s, KernelStep) and s.shape == (3,)]
+    assert 1 < len(kernels) < 40
+    realized = sched.realized
+    for k in kernels:
+        own = {id(v) for v in k.outputs}
+        reads = {id(a) for e in fused_eqns(sched, k) for a in e.inputs
+                 if id(a) in realized and id(a) not in own}
+        assert len(own | reads) <= MAX_KERNEL_BUFFERS
+    new_params, _ = fgrad.jit(update)(tparams, state, tgrads)
+    for got, p, g in zip(new_params, params, grads, strict=True):
+        want, _, _ = _numpy_adam(p.astype(np.float64), g.astype(np.float64), 0.0, 0.0, 1)
+        np.testing.assert_allclose(got.numpy(), want, rtol=1e-5, atol=1e-6)
