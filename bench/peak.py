@@ -87,5 +87,18 @@ def describe(found: dict[int, float]) -> str:
     return f"measured FMA peak ({target.vector_bits()}-bit): " + ", ".join(parts)
 
 
+def changed(before: dict[int, float], after: dict[int, float], tolerance: float = 0.15
+            ) -> str:
+    """'' when the all-core peak held within `tolerance` over a bench run, else a sentence
+    saying the machine's capacity moved (another load on the host: the run's ratios mix
+    two machines)."""
+    cores = max(before)
+    ratio = after[cores] / before[cores]
+    if abs(ratio - 1) <= tolerance:
+        return ""
+    return (f"the {cores}-thread FMA peak moved from {before[cores]:.0f} to "
+            f"{after[cores]:.0f} GFLOP/s during the run: something else shared the cores")
+
+
 if __name__ == "__main__":
     print(describe(measure()))

@@ -129,8 +129,8 @@ def main() -> None:
     settings.repeats = args.repeats or settings.repeats
     settings.stat = args.stat
     print("\n".join(header(args.quick, args.stat)))
-    ceiling = peak.describe(peak.measure())
-    print(ceiling)
+    before = peak.measure()
+    print(peak.describe(before))
     print(report.column_header())
     if args.contended:
         print("contended: a spinning process keeps one core busy")
@@ -138,9 +138,14 @@ def main() -> None:
     with check.busy_core() if args.contended else contextlib.nullcontext():
         rows = run_workloads(args, settings)
     print(f"total {time.perf_counter() - start:.0f} s")
+    after = peak.measure()
+    machine = [peak.describe(before), "after the run, " + peak.describe(after)]
+    if peak.changed(before, after):
+        machine.append("warning: " + peak.changed(before, after))
+    print("\n".join(machine[1:]))
     if args.markdown:
         with open(args.markdown, "w", encoding="utf-8") as f:
-            f.write("\n".join([ceiling, "", *report.markdown(rows)]) + "\n")
+            f.write("\n".join([*machine, "", *report.markdown(rows)]) + "\n")
     if args.write_baseline:
         check.write_baseline(rows, " ".join(header(args.quick, args.stat)))
     if args.check:

@@ -30,3 +30,11 @@ def test_errors_and_unknown_workloads_are_not_compared() -> None:
     rows = [Row("W9", {}, results={"numpy": 1.0, "fgrad-llvm": "error: boom"}),
             _row("W10", 1.0, 100.0)]
     assert check.regressions(rows, {"W9 | fgrad-llvm": 0.1}) == []
+
+
+def test_the_peak_probe_flags_a_run_whose_cores_were_shared() -> None:
+    import peak
+    assert peak.changed({1: 90.0, 2: 175.0}, {1: 88.0, 2: 168.0}) == ""
+    warning = peak.changed({1: 90.0, 2: 170.0}, {1: 91.0, 2: 95.0})
+    assert "170 to 95" in warning
+    assert "<8 x float>" in peak._probe_ir(8) and peak._probe_ir(8).count("llvm.fma") == 13
