@@ -83,7 +83,7 @@ def _libc(module: ir.Module, name: str, ret: ir.Type, args: list[ir.Type]) -> ir
         module, ir.FunctionType(ret, args), name=name)
 
 
-ROUTINES_VERSION = 1   # bump when the shared routines' code changes (their symbols)
+ROUTINES_VERSION = 2   # bump when the shared routines' code changes (their symbols)
 
 
 class _Routines:
@@ -241,9 +241,12 @@ class _Routines:
     def _pack(self, b: ir.IRBuilder, dest: ir.Value, read: Callable[[ir.Value, ir.Value],
               ir.Value], first: ir.Value, limit: ir.Value, kc: ir.Value, width: int) -> None:
         """dest[t][p][w] = read(first + t*width + w, p) for the slivers t covering
-        [first, limit), zero beyond limit."""
+        [first, limit), zero beyond limit, for an operand whose `width` elements of one p
+        lie side by side: a whole sliver's step is one vector load and store (not `width`
+        scalar pairs for the SLP vectorizer to find, which cost it compile time)."""
         count = b.sdiv(b.add(b.sub(limit, first), _c(width - 1)), _c(width))
         zero = ir.Constant(self.ft, 0.0)
+        vp = ir.VectorType(self.ft, width).as_pointer()
 
         def sliver(t: ir.Value) -> None:
             start = b.add(first, b.mul(t, _c(width)))
@@ -252,9 +255,8 @@ class _Routines:
 
             def whole_step(p: ir.Value) -> None:
                 at = b.add(base, b.mul(p, _c(width)))
-                for w in range(width):
-                    val = b.load(read(b.add(start, _c(w)), p))
-                    b.store(val, b.gep(dest, [b.add(at, _c(w))], inbounds=True))
+                row = b.load(b.bitcast(read(start, p), vp), align=self.size)
+                b.store(row, b.bitcast(b.gep(dest, [at], inbounds=True), vp), align=self.size)
 
             def edge_step(p: ir.Value) -> None:   # the last sliver: a loop, zero-padded
                 at = b.add(base, b.mul(p, _c(width)))

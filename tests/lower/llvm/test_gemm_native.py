@@ -10,7 +10,7 @@ import pytest
 import fgrad
 from fgrad import Tensor
 from fgrad.lower.llvm import target
-from fgrad.lower.llvm.gemm_native import tile_shape
+from fgrad.lower.llvm.gemm_native import ROUTINES_VERSION, tile_shape
 from fgrad.lower.llvm.runtime import module_ir, plan
 from fgrad.transforms.jit_prim import open_jaxpr
 
@@ -40,7 +40,7 @@ def test_micro_kernel_is_broadcast_fma_at_the_host_width():
     assert f"_f32_{mr}x{nr}_" in micro
     with fgrad.config.override(gemm="native"):   # whatever FGRAD_GEMM says
         text = _module_text(64, 64, 64)      # a program only declares the shared routines
-    assert f'declare void @"fgrad_gemm1_f32_{mr}x{nr}_driver"' in text
+    assert f'declare void @"fgrad_gemm{ROUTINES_VERSION}_f32_{mr}x{nr}_driver"' in text
     assert "fgrad_sgemm" not in text and "llvm.fma" not in text      # no BLAS call
 
 
@@ -110,4 +110,4 @@ def test_a_call_site_only_stores_its_sizes_and_calls_the_shared_driver():
     assert "phi" not in rows and "br " not in rows          # no loops of its own
     stored = [int(v) for v in re.findall(r"store i64 (-?\d+), i64\*", rows)]
     assert stored[:3] == [70, 33, 45]                      # m, n, k
-    assert rows.count(f'call void @"fgrad_gemm1_f32_{mr}x{nr}_driver"') == 1
+    assert rows.count(f'call void @"fgrad_gemm{ROUTINES_VERSION}_f32_{mr}x{nr}_driver"') == 1
