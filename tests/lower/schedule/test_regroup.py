@@ -27,8 +27,9 @@ def _numpy_adam(p, g, m, v, t, lr=1e-2, b1=0.9, b2=0.999, eps=1e-8):
     return p - step, m, v
 
 
-def test_adam_updates_one_kernel_per_parameter_shape(jit_backend: str) -> None:
-    shapes = [(6, 7), (7,), (7, 3), (3,), (7,)]
+def _adam_problem(shapes):
+    """NumPy parameters and gradients of these shapes, their Tensors, Adam's state and a
+    function applying one Adam update: (params, grads, tparams, tgrads, state, update)."""
     params = [RNG.standard_normal(s).astype(np.float32) for s in shapes]
     grads = [RNG.standard_normal(s).astype(np.float32) for s in shapes]
     opt = optim.Adam(lr=1e-2)
@@ -37,7 +38,12 @@ def test_adam_updates_one_kernel_per_parameter_shape(jit_backend: str) -> None:
         updates, state = opt.update(grads, state, params)
         return optim.apply_updates(params, updates), state
     tparams, tgrads = [Tensor(p) for p in params], [Tensor(g) for g in grads]
-    state = opt.init(tparams)
+    return params, grads, tparams, tgrads, opt.init(tparams), update
+
+
+def test_adam_updates_one_kernel_per_parameter_shape(jit_backend: str) -> None:
+    params, grads, tparams, tgrads, state, update = _adam_problem(
+        [(6, 7), (7,), (7, 3), (3,), (7,)])
     kernels = _kernels(update, tparams, state, tgrads)
     by_shape = [k.shape for k in kernels if k.shape]
     assert sorted(by_shape) == [(3,), (6, 7), (7,), (7, 3)]
@@ -104,15 +110,7 @@ def test_a_gemm_epilogue_stays_after_its_gemm(jit_backend: str) -> None:
 
 def test_merged_kernels_keep_to_the_buffer_limit(jit_backend: str) -> None:
     from fgrad.lower.schedule.partition import MAX_KERNEL_BUFFERS
-    params = [RNG.standard_normal(3).astype(np.float32) for _ in range(40)]
-    grads = [RNG.standard_normal(3).astype(np.float32) for _ in range(40)]
-    opt = optim.Adam(lr=1e-2)
-
-    def update(params, state, grads):
-        updates, state = opt.update(grads, state, params)
-        return optim.apply_updates(params, updates), state
-    tparams, tgrads = [Tensor(p) for p in params], [Tensor(g) for g in grads]
-    state = opt.init(tparams)
+    params, grads, tparams, tgrads, state, update = _adam_problem([(3,)] * 40)
     jaxpr = open_jaxpr(fgrad.make_jaxpr(update)(tparams, state, tgrads))[0]
     sched = schedule(jaxpr)
     kernels = [s for s in sched.steps if isinstance(s, KernelStep) and s.shape == (3,)]
