@@ -140,8 +140,9 @@ def main() -> None:
     print(f"total {time.perf_counter() - start:.0f} s")
     after = peak.measure()
     machine = [peak.describe(before), "after the run, " + peak.describe(after)]
-    if peak.changed(before, after):
-        machine.append("warning: " + peak.changed(before, after))
+    moved = peak.changed(before, after)
+    if moved:
+        machine.append("warning: " + moved)
     print("\n".join(machine[1:]))
     if args.markdown:
         with open(args.markdown, "w", encoding="utf-8") as f:

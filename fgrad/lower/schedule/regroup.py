@@ -20,7 +20,8 @@ import dataclasses
 
 from fgrad.core.ir import Var
 from fgrad.lower.schedule.partition import (MAX_KERNEL_BUFFERS, GemmStep, HostStep, KernelStep,
-                                            Step, _Graph, _is_scatter, leaves)
+                                            Step, _Graph, _is_scatter, kernel_buffers,
+                                            leaves)
 
 WINDOW = 64  # how many steps back a kernel looks for a partner
 
@@ -66,11 +67,9 @@ def _epilogue(steps: list[Step], j: int, reads: _Reads) -> bool:
     return isinstance(before, GemmStep) and id(before.outputs[0]) in reads(steps[j])
 
 
-def _fits(earlier: KernelStep, later: KernelStep, reads: _Reads) -> bool:
-    """Whether the merged kernel keeps to MAX_KERNEL_BUFFERS buffers (at most: the later
-    kernel may read what the earlier one writes)."""
-    buffers = _writes(earlier) | _writes(later) | reads(earlier) | reads(later)
-    return len(buffers) <= MAX_KERNEL_BUFFERS
+def _fits(g: _Graph, earlier: KernelStep, later: KernelStep, realized: set[int]) -> bool:
+    """Whether the merged kernel keeps to MAX_KERNEL_BUFFERS buffers."""
+    return kernel_buffers(g, earlier.outputs + later.outputs, realized) <= MAX_KERNEL_BUFFERS
 
 
 def _partner(g: _Graph, steps: list[Step], i: int, reads: _Reads) -> tuple[int, int] | None:
@@ -84,7 +83,8 @@ def _partner(g: _Graph, steps: list[Step], i: int, reads: _Reads) -> tuple[int, 
     for j in range(i - 1, max(i - 1 - WINDOW, -1), -1):
         earlier = steps[j]
         plain = _plain(g, earlier)
-        if plain is not None and plain.shape == later.shape and _fits(plain, later, reads):
+        if plain is not None and plain.shape == later.shape \
+                and _fits(g, plain, later, reads.realized):
             if not later_reads & written_since:
                 return j, j
             if not _writes(earlier) & read_since and not _epilogue(steps, j, reads):
