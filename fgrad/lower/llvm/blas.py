@@ -231,7 +231,12 @@ def single_threaded_blas() -> bool:
 
 def gemm_chunking(eqn: Eqn) -> tuple[int, int, int]:
     """(chunk count, rows per chunk, rows in all) of a float dot_general that splits over
-    the pool, else (1, 0, 0): the call runs whole on one thread."""
+    the pool, else (1, 0, 0): the call runs whole on one thread. fgrad's own GEMM splits an
+    unbatched product into packing units and row chunks (gemm/prepack.py)."""
+    from fgrad.lower.llvm.gemm.prepack import prepack_plan
+    prepack = prepack_plan(eqn)
+    if prepack is not None:
+        return prepack.chunking
     dims = gemm_dims(eqn)
     if dims is None or dims.k == 0:
         return 1, 0, 0

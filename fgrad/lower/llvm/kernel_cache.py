@@ -43,7 +43,7 @@ from fgrad.lower.kernel.ir import Kernel, kernel_fingerprint
 from fgrad.lower.llvm import disk_cache
 from fgrad.lower.llvm import target as llvm_target
 from fgrad.lower.llvm.blas import library_chunking
-from fgrad.lower.llvm.gemm_native import native_gemm_applies
+from fgrad.lower.llvm.gemm.native import native_gemm_applies
 from fgrad.lower.llvm.render import (kernel_function_type, register_library_symbols,
                                      render_kernel, render_library_call)
 from fgrad.lower.llvm.threads import kernel_work, split_extent

@@ -26,8 +26,9 @@ from fgrad.lower.kernel.ir import (AccInit, AccRead, AccUpdate, Cond, Const, Exp
                                    IndexValue, Kernel, Load, Loop, Op, Stmt, Store)
 from fgrad import flags
 from fgrad.lower.llvm.blas import register_symbols, render_gemm, single_threaded_blas
-from fgrad.lower.llvm.gemm_driver import render_native_gemm, render_native_gemm_rows
-from fgrad.lower.llvm.gemm_native import epilogue_row_scale, native_gemm_applies
+from fgrad.lower.llvm.gemm.driver import render_native_gemm, render_native_gemm_rows
+from fgrad.lower.llvm.gemm.prepack import PrepackPlan, prepack_plan, serial_line
+from fgrad.lower.llvm.gemm.native import epilogue_row_scale, native_gemm_applies
 from fgrad.lower.llvm.blas import library_chunking, render_gemm_rows
 from fgrad.lower.llvm.lapack import lapack_symbols, register_named, render_lapack
 from fgrad.lower.llvm.sequences import render_sequence_op
@@ -389,16 +390,23 @@ def render_entry(module: ir.Module, name: str, calls: Sequence[Call],
 
 def _emit_calls(calls: Sequence[Call], functions: dict[str, ir.Function],
                 kernels: dict[str, Kernel],
-                library: dict[str, tuple[int, int, int]] | None = None) -> Any:
+                library: dict[str, tuple[int, int, int]] | None = None,
+                prepacks: dict[str, PrepackPlan] | None = None) -> Any:
     """`emit(b, n, chunk)` for llvm_threads.render_part: call n of the segment, on its
-    chunk of the split loop, or whole (a split kernel then gets its full range)."""
+    chunk of the split loop, or whole (a split kernel then gets its full range); `line`:
+    the call's counters in a parallel part's state (threads.render_part)."""
     extents = _extents(calls, kernels, library)
+    prepacked = prepacks or {}
 
-    def emit(b: ir.IRBuilder, n: int, chunk: tuple[ir.Value, ir.Value] | None) -> None:
+    def emit(b: ir.IRBuilder, n: int, chunk: tuple[ir.Value, ir.Value] | None,
+             line: ir.Value | None = None) -> None:
         name, slots = calls[n]
         if chunk is None and extents[n]:
             chunk = (_i64(0), _i64(extents[n]))
-        _call(b, b.function.args[0], functions[name], slots, chunk or ())
+        extra: list[ir.Value] = list(chunk or ())
+        if name in prepacked:   # its chunks need the call's state line (gemm/prepack.py)
+            extra.append(line if line is not None else serial_line(b, prepacked[name]))
+        _call(b, b.function.args[0], functions[name], slots, extra)
     return emit
 
 
@@ -477,6 +485,8 @@ def render_module(kernels: Sequence[Kernel], segments: Sequence[Sequence[Call]],
                  else render_kernel(module, k) for k in kernels}
     by_name = {k.name: k for k in kernels}
     library = library_chunking(library_calls or {})
+    prepacks = {name: plan for name, eqn in (library_calls or {}).items()
+                if name in library and (plan := prepack_plan(eqn)) is not None}
     epilogues = epilogues or {}
     for name, eqn in (library_calls or {}).items():
         if name in external:
@@ -492,7 +502,7 @@ def render_module(kernels: Sequence[Kernel], segments: Sequence[Sequence[Call]],
         if names == [f"seg{i}"]:
             render_entry(module, names[0], calls, functions, by_name, library)
             continue
-        emit = _emit_calls(calls, functions, by_name, library)
+        emit = _emit_calls(calls, functions, by_name, library, prepacks)
         chunks = [library.get(name) or chunking(by_name.get(name)) for name, _ in calls]
         for name, part in zip(names, parts, strict=True):
             render_part(module, name, part, chunks, emit)

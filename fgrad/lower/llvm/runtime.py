@@ -38,8 +38,8 @@ from fgrad.lower.llvm import disk_cache, kernel_cache
 from fgrad.lower.llvm import target as llvm_target
 from fgrad.lower.kernel import program as program_lib
 from fgrad.lower.llvm.dispatch import LeanCall, address_of, as_c, new_output
-from fgrad.lower.llvm.gemm_driver import routine_texts
-from fgrad.lower.llvm.gemm_native import epilogue_fits, routine_dtypes
+from fgrad.lower.llvm.gemm.driver import routine_texts
+from fgrad.lower.llvm.gemm.native import epilogue_fits, routine_dtypes
 from fgrad.lower.llvm.buffer_pool import POOL, exclusively_owned
 from fgrad.lower.schedule.control_flow import CONTROL_FLOW, HostRows, run_control
 from fgrad.lower.llvm.render import (entry_names, library_symbols, register_named_symbols,

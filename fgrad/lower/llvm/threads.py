@@ -202,10 +202,19 @@ def describe_threads(program: Program) -> str:
             split = [f"{name} over {split_extent(kernels[name])}"
                      for name, _ in seg.calls[part.first:part.stop]
                      if name in kernels and split_extent(kernels[name])]
-            split += [f"{name} over {gemms[name][2]} rows"
+            split += [_gemm_split(name, program.library_calls[name], gemms[name])
                       for name, _ in seg.calls[part.first:part.stop] if name in gemms]
             lines.append(f"seg{i}_p{k}: threads={flags.num_threads()}, split {', '.join(split)}")
     return "\n".join(lines) or "(every segment runs on one thread)"
+
+
+def _gemm_split(name: str, eqn: Any, chunks: tuple[int, int, int]) -> str:
+    from fgrad.lower.llvm.gemm.prepack import prepack_plan
+    plan = prepack_plan(eqn)
+    if plan is None:
+        return f"{name} over {chunks[2]} rows"
+    return (f"{name} over {plan.m} rows ({plan.row_chunks} chunks, after B is packed once "
+            f"in {plan.units} units)")
 
 
 # ---------------------------------------------------------------------------- rendering
@@ -269,14 +278,15 @@ def _pause(module: ir.Module, b: ir.IRBuilder) -> None:
         b.call(pause, [])
 
 
-EmitCall = Callable[[ir.IRBuilder, int, "tuple[ir.Value, ir.Value] | None"], None]
+EmitCall = Callable[..., None]  # (builder, call n, chunk or None, line=state line or None)
 
 
 def render_part(module: ir.Module, name: str, part: Part,
                 chunks: Sequence[tuple[int, int, int]], emit_call: EmitCall) -> ir.Function:
     """`void name(i8** buffers, i64 thread, i64* state)` running calls [part.first,
-    part.stop) of a segment; `emit_call(b, n, chunk)` emits call n (on iterations
-    [lo, hi) of its loop when `chunk`). In a parallel part every thread runs it at once:
+    part.stop) of a segment; `emit_call(b, n, chunk, line=...)` emits call n (on iterations
+    [lo, hi) of its loop when `chunk`; `line`: its counters, which a gemm with B packed
+    once uses too). In a parallel part every thread runs it at once:
     call j's chunks are claimed from the counter state[16j] and counted done in
     state[16j + 8] (own cache lines); a thread starts on call j once every chunk of call j-1
     is done, and thread 0 returns once the last call is done. A thread that comes late finds
@@ -297,7 +307,7 @@ def render_part(module: ir.Module, name: str, part: Part,
         if j:
             b.call(wait, [b.gep(state, [_i64(16 * j - 8)]), _i64(chunks[n - 1][0])])
         claim, done = b.gep(state, [_i64(16 * j)]), b.gep(state, [_i64(16 * j + 8)])
-        _claim_loop(b, claim, done, chunks[n], functools.partial(emit_call, b, n))
+        _claim_loop(b, claim, done, chunks[n], functools.partial(emit_call, b, n, line=claim))
     with b.if_then(b.icmp_signed("==", fn.args[1], _i64(0))):
         last = part.stop - part.first - 1
         b.call(wait, [b.gep(state, [_i64(16 * last + 8)]), _i64(chunks[part.stop - 1][0])])

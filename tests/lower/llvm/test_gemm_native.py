@@ -1,4 +1,4 @@
-"""fgrad's own GEMM (llvm/gemm_native.py): the tile chosen for the host's vector width, the
+"""fgrad's own GEMM (llvm/gemm/native.py): the tile chosen for the host's vector width, the
 generated micro-kernel, the OpenBLAS switch, and results against NumPy on both paths."""
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 import fgrad
 from fgrad import Tensor
 from fgrad.lower.llvm import target
-from fgrad.lower.llvm.gemm_native import ROUTINES_VERSION, tile_shape
+from fgrad.lower.llvm.gemm.native import ROUTINES_VERSION, tile_shape
 from fgrad.lower.llvm.runtime import module_ir, plan
 from fgrad.transforms.jit_prim import open_jaxpr
 
@@ -31,7 +31,7 @@ def test_tile_follows_the_vector_width():
 
 
 def test_micro_kernel_is_broadcast_fma_at_the_host_width():
-    from fgrad.lower.llvm.gemm_driver import routine_texts
+    from fgrad.lower.llvm.gemm.driver import routine_texts
     mr, nr, lanes = tile_shape(4)
     shared = routine_texts("float32")[0]
     micro = shared[re.search(r'define void @"fgrad_gemm\d+_f32_\d+x\d+_micro"', shared).start():]

@@ -15,7 +15,7 @@ import fgrad.lower  # noqa: F401  (registers the llvm compiler)
 from fgrad import Tensor
 from fgrad.lower.llvm import kernel_cache
 from fgrad.lower.llvm import runtime as llvm_runtime
-from fgrad.lower.llvm.gemm_driver import routine_texts
+from fgrad.lower.llvm.gemm.driver import routine_texts
 from fgrad.transforms.jit_prim import open_jaxpr
 
 RNG = np.random.default_rng(7)

@@ -19,7 +19,7 @@ from fgrad import Tensor
 from fgrad.lower.llvm import kernel_cache
 from fgrad.lower.llvm import runtime as llvm_runtime
 from fgrad.lower.llvm import target as llvm_target
-from fgrad.lower.llvm.gemm_driver import routine_texts
+from fgrad.lower.llvm.gemm.driver import routine_texts
 from fgrad.transforms.jit_prim import open_jaxpr
 
 RNG = np.random.default_rng(11)

@@ -2,7 +2,7 @@
 
 In: a float32/float64 element type. Out: the shared routines every product calls, the
 micro-kernel and four packing routines (`shared_routines`); the loops that call them are the
-shared driver of gemm_driver.py. Also: which dot_generals this GEMM computes
+shared driver of gemm/driver.py. Also: which dot_generals this GEMM computes
 (`native_gemm_applies`) and which kernels it runs inside as epilogues (`epilogue_fits`).
 
 Structure (GotoBLAS/BLIS): for each NC-wide column block and KC-deep slice of the
@@ -83,7 +83,7 @@ def _libc(module: ir.Module, name: str, ret: ir.Type, args: list[ir.Type]) -> ir
         module, ir.FunctionType(ret, args), name=name)
 
 
-ROUTINES_VERSION = 2   # bump when the shared routines' code changes (their symbols)
+ROUTINES_VERSION = 3   # bump when the shared routines' code changes (their symbols)
 
 
 class _Routines:

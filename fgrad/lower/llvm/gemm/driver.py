@@ -5,7 +5,7 @@ T* rhs, [epilogue's buffers...], i64 start, i64 stop)` computing output rows [st
 of the batch-stacked output, or `void name(T* out, T* lhs, T* rhs, [buffers...])` for all
 of them (the contract of `blas.render_gemm_rows`, so the pool splits it the same way).
 
-The loops around the packing routines and the micro-kernel (gemm_native.py: jc over NC-wide
+The loops around the packing routines and the micro-kernel (gemm/native.py: jc over NC-wide
 column blocks, pc over KC-deep slices, ic over MC-tall row blocks, jr/ir over tiles) are the
 same for every product, so they are compiled once per dtype as a shared routine,
 `<prefix>_driver(i64* dims, T* out, T* lhs, T* rhs, i64 start, i64 stop, epilogue, ctx)`,
@@ -26,9 +26,10 @@ from llvmlite import ir
 from fgrad.core.dtypes import dtypes
 from fgrad.core.ir import Eqn
 from fgrad.lower.llvm import target
-from fgrad.lower.llvm.gemm_native import (FLOAT_TYPES, I1, I64, I8P, KC, MC_TARGET, NC, _c,
+from fgrad.lower.llvm.gemm.native import (FLOAT_TYPES, I1, I64, I8P, KC, MC_TARGET, NC, _c,
                                           _libc, _loop, _smin, routine_prefix,
                                           shared_routines, tile_shape)
+from fgrad.lower.llvm.gemm.prepack import PrepackPlan, emit_units, prepack_plan, render_prepack
 from fgrad.lower.schedule.gemm_layout import GemmDims, gemm_dims
 
 # The fixed part of a driver's `dims` array; the batch sizes and strides follow.
@@ -41,7 +42,7 @@ def driver_type(ft: ir.Type) -> ir.FunctionType:
     """The shared driver's function type for element type `ft`."""
     fp = ft.as_pointer()
     return ir.FunctionType(ir.VoidType(), [I64.as_pointer(), fp, fp, fp, I64, I64,
-                                           THUNK.as_pointer(), I8P.as_pointer()])
+                                           THUNK.as_pointer(), I8P.as_pointer(), fp])
 
 
 def driver_dims(d: GemmDims, size: int, row_scale: int) -> list[int]:
@@ -74,9 +75,9 @@ class _Driver:
     def function(self) -> ir.Function:
         """Define `<prefix>_driver` (module docstring)."""
         fn = ir.Function(self.module, driver_type(self.ft), name=self.name)
-        dims, out, lhs, rhs, start, stop, epilogue, ctx = fn.args
+        dims, out, lhs, rhs, start, stop, epilogue, ctx, packed_b = fn.args
         for arg, label in zip(fn.args, ("dims", "out", "lhs", "rhs", "start", "stop",
-                                        "epilogue", "ctx")):
+                                        "epilogue", "ctx", "packed_b")):
             arg.name = label
         b = ir.IRBuilder(fn.append_basic_block("entry"))
         self.b = b
@@ -89,8 +90,11 @@ class _Driver:
         malloc = _libc(self.module, "malloc", I8P, [I64])
         free = _libc(self.module, "free", ir.VoidType(), [I8P])
         d, size = self.d, _c(self.size)
+        self.packed_b = packed_b
+        self.prepacked = b.icmp_unsigned("!=", packed_b, ir.Constant(self.fp, None))
         a_raw = b.call(malloc, [b.add(b.mul(b.mul(d["mc"], d["kc"]), size), _c(64))])
-        b_raw = b.call(malloc, [b.add(b.mul(b.mul(d["kc"], d["nc"]), size), _c(64))])
+        b_bytes = b.add(b.mul(b.mul(d["kc"], d["nc"]), size), _c(64))
+        b_raw = b.call(malloc, [b.select(self.prepacked, _c(64), b_bytes)])
         apack, bpack = b.bitcast(a_raw, self.fp), b.bitcast(b_raw, self.fp)
         m = d["m"]
         first_entry = b.sdiv(start, m)
@@ -159,7 +163,7 @@ class _Driver:
             def k_slice(pc: ir.Value) -> None:
                 kc = _smin(b, d["kc"], b.sub(k, pc))
                 first = b.icmp_signed("==", pc, _c(0))
-                b.call(self.pack_b, [bpack, y, d["rhs_ld"], jc, b.add(jc, nc), pc, kc])
+                panel = self._b_panel(y, jc, nc, pc, kc, bpack)
 
                 def row_block(ic: ir.Value) -> None:
                     mc = _smin(b, d["mc"], b.sub(hi, ic))
@@ -167,7 +171,7 @@ class _Driver:
 
                     def col_tile(jr: ir.Value) -> None:
                         cols = _smin(b, _c(nr), b.sub(nc, jr))
-                        bsl = b.gep(bpack, [b.mul(jr, kc)], inbounds=True)
+                        bsl = b.gep(panel, [b.mul(jr, kc)], inbounds=True)
 
                         def row_tile(ir_: ir.Value) -> None:
                             rows = _smin(b, _c(mr), b.sub(mc, ir_))
@@ -181,6 +185,17 @@ class _Driver:
                 _loop(b, lo, hi, d["mc"], row_block, "ic")
             _loop(b, _c(0), k, d["kc"], k_slice, "pc")
         _loop(b, _c(0), n, d["nc"], col_block, "jc")
+
+    def _b_panel(self, y: ir.Value, jc: ir.Value, nc: ir.Value, pc: ir.Value, kc: ir.Value,
+                 bpack: ir.Value) -> ir.Value:
+        """B's panel for column block jc and slice pc: packed now into `bpack`, or, when
+        the call gave `packed_b`, where gemm/prepack.py put it."""
+        b, d, nr = self.b, self.d, self.nr
+        with b.if_then(b.not_(self.prepacked)):
+            b.call(self.pack_b, [bpack, y, d["rhs_ld"], jc, b.add(jc, nc), pc, kc])
+        padded = b.mul(b.sdiv(b.add(nc, _c(nr - 1)), _c(nr)), _c(nr))
+        given = b.gep(self.packed_b, [b.add(b.mul(jc, d["k"]), b.mul(pc, padded))])
+        return b.select(self.prepacked, given, bpack)
 
     def _epilogue_rows(self, ic: ir.Value, mc: ir.Value, pc: ir.Value, kc: ir.Value,
                        jc: ir.Value, nc: ir.Value) -> None:
@@ -200,19 +215,23 @@ def render_driver(module: ir.Module, ft: ir.Type, size: int) -> ir.Function:
 
 
 def render_call_site(module: ir.Module, name: str, d: GemmDims, ft: ir.Type, size: int,
-                     epilogue: ir.Function | None, row_scale: int) -> ir.Function:
+                     epilogue: ir.Function | None, row_scale: int,
+                     prepack: PrepackPlan | None = None) -> ir.Function:
     """Add `void name(T* out, T* lhs, T* rhs, [epilogue's buffers...], i64 start, i64 stop)`
-    calling the shared driver with this product's sizes (module docstring)."""
+    calling the shared driver with this product's sizes (module docstring); with a
+    `prepack` plan, start and stop count its chunks and an `i64* line` (the call's state
+    line) follows (gemm/prepack.py)."""
     fp = ft.as_pointer()
     args = list(epilogue.function_type.args) if epilogue is not None else []
     row_ranged = len(args) >= 2 and all(a == I64 for a in args[-2:])
     buffers = args[:-2] if row_ranged else args
-    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [fp, fp, fp, *buffers, I64, I64]),
+    tail = [I64, I64] + ([I64.as_pointer()] if prepack is not None else [])
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [fp, fp, fp, *buffers, *tail]),
                      name=name)
     fn.linkage = "internal"
     out, lhs, rhs = fn.args[:3]
-    start, stop = fn.args[-2:]
-    given = list(fn.args[3:-2])
+    start, stop = fn.args[3 + len(buffers):5 + len(buffers)]
+    given = list(fn.args[3:3 + len(buffers)])
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     values = driver_dims(d, size, row_scale)
     dims = b.alloca(I64, size=len(values), name="dims")
@@ -225,7 +244,11 @@ def render_call_site(module: ir.Module, name: str, d: GemmDims, ft: ir.Type, siz
         else ir.Constant(THUNK.as_pointer(), None)
     driver = _libc(module, f"{routine_prefix(ft, size)}_driver", ir.VoidType(),
                    list(driver_type(ft).args))
-    b.call(driver, [dims, out, lhs, rhs, start, stop, thunk, ctx])
+    if prepack is not None:
+        emit_units(b, prepack, ft, size, (driver, dims, out, lhs, rhs, thunk, ctx), start,
+                   stop, fn.args[-1])
+    else:
+        b.call(driver, [dims, out, lhs, rhs, start, stop, thunk, ctx, ir.Constant(fp, None)])
     if epilogue is not None and not row_ranged:
         b.call(epilogue, given)     # a small gemm: once, at the end
     b.ret_void()
@@ -262,6 +285,7 @@ def routine_texts(dtype_name: str) -> tuple[str, ...]:
         routines = shared_routines(module, ft, size)
         if part == "driver":
             render_driver(module, ft, size)
+            render_prepack(module, ft, size, DIMS)
         elif part == "micro":
             routines.micro_kernel()
         else:   # packing of operand a or b, plain or transposed
@@ -272,7 +296,7 @@ def routine_texts(dtype_name: str) -> tuple[str, ...]:
 
 def render_native_gemm_rows(module: ir.Module, name: str, eqn: Eqn,
                             epilogue: ir.Function | None = None,
-                            row_scale: int = 1) -> ir.Function:
+                            row_scale: int = 1, split: bool = True) -> ir.Function:
     """Add `void name(T* out, T* lhs, T* rhs, [epilogue's buffers...], i64 start, i64 stop)`
     (module docstring); with an `epilogue` kernel function, it runs on each block of rows
     once they are final (or, when it takes no row range, once at the end)."""
@@ -283,13 +307,15 @@ def render_native_gemm_rows(module: ir.Module, name: str, eqn: Eqn,
                          f"BLAS view ({eqn.inputs[0].aval} x {eqn.inputs[1].aval}); a bug in "
                          f"the schedule")
     ft, size = FLOAT_TYPES[dtype]
-    return render_call_site(module, name, dims, ft, size, epilogue, row_scale)
+    return render_call_site(module, name, dims, ft, size, epilogue, row_scale,
+                            prepack_plan(eqn) if split else None)
 
 
 def render_native_gemm(module: ir.Module, name: str, eqn: Eqn,
                        epilogue: ir.Function | None = None, row_scale: int = 1) -> ir.Function:
     """Add `void name(T* out, T* lhs, T* rhs, [epilogue's buffers...])`: every row."""
-    rows = render_native_gemm_rows(module, f"{name}.rows", eqn, epilogue, row_scale)
+    rows = render_native_gemm_rows(module, f"{name}.rows", eqn, epilogue, row_scale,
+                                   split=False)
     dims = gemm_dims(eqn)
     assert dims is not None
     pointers = rows.function_type.args[:-2]

@@ -1,0 +1,172 @@
+"""A split GEMM whose B operand is packed once, by all threads, before any row is computed.
+
+In: an unbatched float dot_general large enough to split over the pool. Out: its
+`PrepackPlan` (how many packing units and row chunks its call has), the shared routine
+`<prefix>_prepack(i64* dims, T* dest, T* rhs, i64 unit)` that packs one unit, and the body
+of the call site that runs units (`emit_units`).
+
+Why: when each row chunk packs its own copy of B (the driver's plain mode), two threads do
+B's packing twice and a chunk must be large to pay for it, so one thread that the OS delays
+holds the whole call back. Here the call's chunks are the packing units first (column groups
+of PACK_COLS x one KC-deep slice each), then row chunks of at most MC rows. The pool's
+threads claim chunks in that order (threads.render_part), so every packing unit is claimed
+before any row chunk; a row chunk waits until the call's `done` counter reaches the number
+of units (the first time it does, only units can be done) and then reads the packed B
+through the driver's `packed_b` argument. Row chunks are small, so a delayed thread takes
+fewer of them.
+
+The packed B lives in one malloc'd block of k x round_up(n, NR) elements laid out as the
+driver reads it: per NC-wide column block jc, per KC-deep slice pc, the panel of that
+slice (NR-wide slivers, kc deep) at element jc*k + pc*round_up(nc_jc, NR). The thread that
+claims unit 0 allocates it and publishes its address in the call's state line (slot 2,
+release); the others wait for it there. Slot 3 counts finished row chunks; the thread that
+finishes the last one frees the block.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from llvmlite import ir
+
+from fgrad import flags
+from fgrad.core.ir import Eqn
+from fgrad.lower.llvm.gemm.native import (I64, KC, MC_TARGET, _c, _libc, _loop, _smin,
+                                          native_gemm_applies, routine_prefix, tile_shape)
+from fgrad.lower.schedule.gemm_layout import gemm_dims
+
+PACK_COLS = 128          # columns of B per packing unit (divides NC, a multiple of NR)
+ROW_CHUNKS_PER_THREAD = 4
+MAX_PACKED_BYTES = 1 << 28     # a larger B keeps the driver's own per-chunk packing
+ENABLED = True                 # measurement switch (bench/A-B); False: per-chunk packing
+SCRATCH_SLOT, FINISHED_SLOT, DONE_SLOT = 2, 3, 8   # i64 slots of the call's state line
+
+
+@dataclass(frozen=True)
+class PrepackPlan:
+    """The chunks of a prepacked gemm call: `units` packing units, then `row_chunks` chunks
+    of `rows_per` of the `m` output rows; `packed_elems` elements of packed B."""
+
+    units: int
+    row_chunks: int
+    rows_per: int
+    m: int
+    packed_elems: int
+
+    @property
+    def chunking(self) -> tuple[int, int, int]:
+        """The call's (chunk count, size, extent) for threads.render_part: one unit each."""
+        count = self.units + self.row_chunks
+        return count, 1, count
+
+
+def prepack_plan(eqn: Eqn) -> PrepackPlan | None:
+    """How the call of `eqn` splits with B packed once, or None: not fgrad's own GEMM, a
+    batched product, too little work to split (blas.MIN_SPLIT_FLOPS; a row chunk holds at
+    least blas.MIN_CHUNK_FLOPS), or a B too large to copy."""
+    from fgrad.lower.llvm import blas
+    if not ENABLED or flags.gemm_library() != "native" or not native_gemm_applies(eqn):
+        return None
+    dims = gemm_dims(eqn)
+    if dims is None or dims.batch:
+        return None
+    size = eqn.outvars[0].aval.dtype.itemsize
+    mr, nr, _ = tile_shape(size)
+    row_flops = 2 * dims.n * dims.k
+    packed = dims.k * -(-dims.n // nr) * nr
+    if dims.m * row_flops < blas.MIN_SPLIT_FLOPS or packed * size > MAX_PACKED_BYTES:
+        return None
+    threads = max(2, os.cpu_count() or 1)   # the machine's, not FGRAD_NUM_THREADS: one plan
+    rows = max(-(-dims.m // (threads * ROW_CHUNKS_PER_THREAD)),
+               -(-blas.MIN_CHUNK_FLOPS // row_flops))
+    rows = min(-(-rows // mr) * mr, max(mr, MC_TARGET // mr * mr))
+    chunks = -(-dims.m // rows)
+    if chunks < 2:
+        return None
+    units = -(-dims.k // min(KC, dims.k)) * -(-dims.n // PACK_COLS)
+    return PrepackPlan(units, chunks, rows, dims.m, packed)
+
+
+def render_prepack(module: ir.Module, ft: ir.Type, size: int, dims_names: tuple[str, ...]
+                   ) -> ir.Function:
+    """Define `<prefix>_prepack(i64* dims, T* dest, T* rhs, i64 unit)`: pack unit `unit`
+    (slice unit // groups, column group unit % groups) of B into `dest` (module docstring);
+    `dims` is the driver's array, whose fixed fields are named by `dims_names`."""
+    fp = ft.as_pointer()
+    prefix = routine_prefix(ft, size)
+    _, nr, _ = tile_shape(size)
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [I64.as_pointer(), fp, fp, I64]),
+                     name=f"{prefix}_prepack")
+    dims, dest, rhs, unit = fn.args
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    d = {name: b.load(b.gep(dims, [_c(dims_names.index(name))], inbounds=True))
+         for name in ("n", "k", "kc", "nc", "rhs_ld", "rhs_trans")}
+    groups = b.sdiv(b.add(d["n"], _c(PACK_COLS - 1)), _c(PACK_COLS))
+    pc = b.mul(b.sdiv(unit, groups), d["kc"])
+    j0 = b.mul(b.srem(unit, groups), _c(PACK_COLS))
+    j1 = _smin(b, b.add(j0, _c(PACK_COLS)), d["n"])
+    jc = b.mul(b.sdiv(j0, d["nc"]), d["nc"])
+    width = _smin(b, d["nc"], b.sub(d["n"], jc))
+    padded = b.mul(b.sdiv(b.add(width, _c(nr - 1)), _c(nr)), _c(nr))
+    kc = _smin(b, d["kc"], b.sub(d["k"], pc))
+    at = b.add(b.add(b.mul(jc, d["k"]), b.mul(pc, padded)), b.mul(b.sub(j0, jc), kc))
+    args = [fp, fp, I64, I64, I64, I64, I64]
+    plain = _libc(module, f"{prefix}_pack_b_n", ir.VoidType(), args)
+    transposed = _libc(module, f"{prefix}_pack_b_t", ir.VoidType(), args)
+    pack = b.select(b.icmp_signed("!=", d["rhs_trans"], _c(0)), transposed, plain)
+    b.call(pack, [b.gep(dest, [at], inbounds=True), rhs, d["rhs_ld"], j0, j1, pc, kc])
+    b.ret_void()
+    return fn
+
+
+def emit_units(b: ir.IRBuilder, plan: PrepackPlan, ft: ir.Type, size: int,
+               call: tuple[ir.Value, ...], start: ir.Value, stop: ir.Value,
+               line: ir.Value) -> None:
+    """Run chunks [start, stop) of a prepacked call (module docstring). `call` is
+    (driver, dims, out, lhs, rhs, thunk, ctx): the shared driver and its arguments but the
+    rows; `line` the call's i64 state line."""
+    from fgrad.lower.llvm.threads import render_wait
+    module = b.module
+    driver, dims, out, lhs, rhs, thunk, ctx = call
+    fp = ft.as_pointer()
+    prefix = routine_prefix(ft, size)
+    prepack = _libc(module, f"{prefix}_prepack", ir.VoidType(), [I64.as_pointer(), fp, fp, I64])
+    malloc = _libc(module, "malloc", ir.IntType(8).as_pointer(), [I64])
+    free = _libc(module, "free", ir.VoidType(), [ir.IntType(8).as_pointer()])
+    wait = render_wait(module)
+    scratch_at = b.gep(line, [_c(SCRATCH_SLOT)], inbounds=True)
+
+    def packed_b() -> ir.Value:
+        return b.inttoptr(b.load_atomic(scratch_at, "acquire", 8), fp)
+
+    def unit(u: ir.Value) -> None:
+        with b.if_else(b.icmp_signed("<", u, _c(plan.units))) as (packing, rows):
+            with packing:
+                with b.if_else(b.icmp_signed("==", u, _c(0))) as (first, other):
+                    with first:
+                        block = b.call(malloc, [_c(plan.packed_elems * size + 64)])
+                        b.store_atomic(b.ptrtoint(block, I64), scratch_at, "release", 8)
+                    with other:
+                        b.call(wait, [scratch_at, _c(1)])
+                b.call(prepack, [dims, packed_b(), rhs, u])
+            with rows:
+                b.call(wait, [b.gep(line, [_c(DONE_SLOT)], inbounds=True), _c(plan.units)])
+                block = packed_b()
+                lo = b.mul(b.sub(u, _c(plan.units)), _c(plan.rows_per))
+                hi = _smin(b, b.add(lo, _c(plan.rows_per)), _c(plan.m))
+                b.call(driver, [dims, out, lhs, rhs, lo, hi, thunk, ctx, block])
+                finished = b.gep(line, [_c(FINISHED_SLOT)], inbounds=True)
+                before = b.atomic_rmw("add", finished, _c(1), "acq_rel")
+                with b.if_then(b.icmp_signed("==", before, _c(plan.row_chunks - 1))):
+                    b.call(free, [b.bitcast(block, ir.IntType(8).as_pointer())])
+    _loop(b, start, stop, 1, unit, "unit")
+
+
+def serial_line(b: ir.IRBuilder, plan: PrepackPlan) -> ir.Value:
+    """A state line for a prepacked call that one thread runs whole, in order: zeroed,
+    with every packing unit counted done (they run before the rows anyway)."""
+    line = b.alloca(I64, size=16, name="line")
+    for slot in range(16):
+        b.store(_c(plan.units if slot == DONE_SLOT else 0), b.gep(line, [_c(slot)]))
+    return line
+
