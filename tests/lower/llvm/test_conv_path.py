@@ -95,14 +95,39 @@ def test_conv2d_forward_and_backward_match_pytorch(case: str, dtype: Any) -> Non
         return (conv(x, w, b) * dy).sum()
 
     grad = fgrad.grad(loss, argnums=(0, 1, 2))
-    for text in (_schedule_text(conv, x, w, b), _schedule_text(grad, x, w, b, dy)):
-        assert "gemm" in text, text
+    forward = _schedule_text(conv, x, w, b)
+    for text in (forward, _schedule_text(grad, x, w, b, dy)):
+        assert ("gemm" in text) != case.startswith("depthwise"), text
         assert not any("concatenate" in line and "mul reduce_sum" in line
                        for line in text.splitlines()), text
+    if case.startswith(("depthwise", "pointwise")):   # no patches are gathered
+        assert "concatenate" not in forward, forward
+    _check_fixture(case, dtype, "llvm")
+
+
+def _check_fixture(case: str, dtype: Any, backend: str) -> None:
+    """conv2d of fixture `case` and its gradients on `backend` against PyTorch's."""
+    get = lambda k: FIXTURES[f"{case}.{k}"]  # noqa: E731
+    groups, stride, dilation, padding = (int(v) for v in get("args"))
+    x, w, b, dy = (Tensor(get(k).astype(dtype)) for k in ("x", "w", "b", "dy"))
+
+    def conv(x: Tensor, w: Tensor, b: Tensor) -> Tensor:
+        return x.conv2d(w, b, groups=groups, stride=stride, dilation=dilation,
+                        padding=padding)
+
+    def loss(x: Tensor, w: Tensor, b: Tensor, dy: Tensor) -> Tensor:
+        return (conv(x, w, b) * dy).sum()
+
     tol = {"rtol": 1e-10, "atol": 1e-10} if dtype == np.float64 else {"rtol": 2e-4,
                                                                       "atol": 2e-4}
-    got = fgrad.jit(conv, backend="llvm")(x, w, b).numpy()
+    got = fgrad.jit(conv, backend=backend)(x, w, b).numpy()
     np.testing.assert_allclose(got, get("y"), **tol)
-    grads = fgrad.jit(grad, backend="llvm")(x, w, b, dy)
+    grads = fgrad.jit(fgrad.grad(loss, argnums=(0, 1, 2)), backend=backend)(x, w, b, dy)
     for g, key in zip(grads, ("gx", "gw", "gb"), strict=True):
         np.testing.assert_allclose(g.numpy(), get(key), **tol, err_msg=key)
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c.startswith(("depthwise", "pointwise"))])
+def test_conv_fast_paths_match_pytorch(case: str, jit_backend: str) -> None:
+    """The 1x1 (a gemm on the pixels in place) and depthwise (a sum over taps) paths."""
+    _check_fixture(case, np.float32, jit_backend)

@@ -55,9 +55,9 @@ def output_shape(spatial: Sequence[int], kernel: Sequence[int], stride: Sequence
                  for s, k, st, d in zip(spatial, kernel, stride, dilation, strict=True))
 
 
-def windows(x: "Tensor", kernel: Sequence[int], stride: Sequence[int],
-            dilation: Sequence[int], op: str) -> "Tensor":
-    """(..., *S) -> (..., prod(kernel), *out): each kernel tap of every window, row-major."""
+def tap_slices(x: "Tensor", kernel: Sequence[int], stride: Sequence[int],
+               dilation: Sequence[int], op: str) -> list["Tensor"]:
+    """(..., *S) -> one (..., *out) strided slice per kernel tap, row-major over the taps."""
     n = len(kernel)
     lead, spatial = x.shape[:-n], x.shape[-n:]
     out = output_shape(spatial, kernel, stride, dilation)
@@ -70,13 +70,23 @@ def windows(x: "Tensor", kernel: Sequence[int], stride: Sequence[int],
         start = tuple(o * d for o, d in zip(offset, dilation, strict=True))
         limit = tuple(s + (m - 1) * st + 1 if m else s
                       for s, m, st in zip(start, out, stride, strict=True))
-        tap = P.slice_(x, (0,) * len(lead) + start, lead + limit,
-                       (1,) * len(lead) + tuple(stride))
-        # a new unit axis by broadcast, not reshape: the fused kernel then indexes each tap
-        # directly (a reshape's flatten-and-split left a division per element)
-        keep = tuple(range(len(lead))) + tuple(range(len(lead) + 1, len(lead) + 1 + n))
-        taps.append(P.broadcast_in_dim(tap, lead + (1,) + out, keep))
-    return P.concatenate(taps, len(lead))
+        taps.append(P.slice_(x, (0,) * len(lead) + start, lead + limit,
+                             (1,) * len(lead) + tuple(stride)))
+    return taps
+
+
+def windows(x: "Tensor", kernel: Sequence[int], stride: Sequence[int],
+            dilation: Sequence[int], op: str) -> "Tensor":
+    """(..., *S) -> (..., prod(kernel), *out): each kernel tap of every window, row-major."""
+    n = len(kernel)
+    lead = x.shape[:-n]
+    taps = tap_slices(x, kernel, stride, dilation, op)
+    out = taps[0].shape[len(lead):]
+    # a new unit axis by broadcast, not reshape: the fused kernel then indexes each tap
+    # directly (a reshape's flatten-and-split left a division per element)
+    keep = tuple(range(len(lead))) + tuple(range(len(lead) + 1, len(lead) + 1 + n))
+    return P.concatenate([P.broadcast_in_dim(t, lead + (1,) + out, keep) for t in taps],
+                         len(lead))
 
 
 def pad_spatial(x: "Tensor", pads: Pads, value: Any = 0) -> "Tensor":
@@ -146,8 +156,13 @@ def _add_bias(out: "Tensor", bias: "Tensor | None") -> "Tensor":
 
 def conv_nd(x: "Tensor", weight: "Tensor", groups: int, stride: tuple[int, ...],
             dilation: tuple[int, ...], pads: Pads) -> "Tensor":
-    """Batched grouped convolution (no bias) of padded patches with one dot_general."""
+    """Batched grouped convolution (no bias) of padded patches with one dot_general; a 1x1
+    kernel reads the pixels in place, a depthwise one is a sum over its taps."""
     batch, c_out, c_in_g, kernel = x.shape[0], weight.shape[0], weight.shape[1], weight.shape[2:]
+    if groups == 1 and all(k == 1 for k in kernel):
+        return _pointwise(x, weight, stride, pads)
+    if groups > 1 and c_in_g == 1 and groups == x.shape[1]:
+        return _depthwise(x, weight, stride, dilation, pads)
     patches = windows(pad_spatial(x, pads), kernel, stride, dilation, "conv2d")
     out_sp = patches.shape[3:]
     taps = math.prod(kernel)
@@ -163,6 +178,47 @@ def conv_nd(x: "Tensor", weight: "Tensor", groups: int, stride: tuple[int, ...],
     w = P.broadcast_in_dim(w, (batch, groups, c_out // groups, c_in_g, taps), (0, 1, 2, 3, 4))
     out = P.dot_general(w, patches, (((3, 4), (2, 3)), ((0, 1), (0, 1))))
     return P.reshape(out, (batch, c_out) + out_sp)
+
+
+
+def _pointwise(x: "Tensor", weight: "Tensor", stride: tuple[int, ...], pads: Pads) -> "Tensor":
+    """A 1x1 convolution (groups 1): the weight (C_out x C_in) times the input's pixels per
+    image, read in place (no patches) unless padding or a stride picks them first."""
+    if any(lo or hi for lo, hi in pads):
+        x = pad_spatial(x, pads)
+    if any(s != 1 for s in stride):
+        lead = (1, 1)
+        x = P.slice_(x, (0,) * x.ndim, x.shape, lead + tuple(stride))
+    batch, c_in, c_out = x.shape[0], x.shape[1], weight.shape[0]
+    w = P.broadcast_in_dim(P.reshape(weight, (c_out, c_in)), (batch, c_out, c_in), (1, 2))
+    return P.dot_general(w, x, (((2,), (1,)), ((0,), (0,))))
+
+
+def _depthwise(x: "Tensor", weight: "Tensor", stride: tuple[int, ...],
+               dilation: tuple[int, ...], pads: Pads) -> "Tensor":
+    """A depthwise convolution (groups = C_in, C_out = C_in * multiplier): per kernel tap, a
+    strided slice of the padded input times that tap's weight per channel, summed: one
+    fused elementwise kernel, where the grouped gemm would multiply 1 x taps matrices."""
+    channels, kernel = x.shape[1], weight.shape[2:]
+    mult = weight.shape[0] // channels
+    n = len(kernel)
+    taps = tap_slices(pad_spatial(x, pads), kernel, stride, dilation, "conv2d")
+    batch, out_sp = x.shape[0], taps[0].shape[2:]
+    # the channel multiplier gets an axis only when it is not 1 (else its transpose in the
+    # backward pass is a reduction over an axis of length 1 per tap)
+    full = (batch, channels) + ((mult,) if mult > 1 else ()) + out_sp
+    keep_x = (0, 1) + tuple(range(len(full) - n, len(full)))
+    w = P.reshape(weight, (channels, mult, math.prod(kernel)))
+    total = None
+    for t, tap in enumerate(taps):
+        wt = P.slice_(w, (0, 0, t), (channels, mult, t + 1))
+        wt = P.reshape(wt, (channels, mult) if mult > 1 else (channels,))
+        if mult > 1:
+            tap = P.broadcast_in_dim(tap, full, keep_x)
+        term = tap * P.broadcast_in_dim(wt, full, tuple(range(1, wt.ndim + 1)))
+        total = term if total is None else total + term
+    assert total is not None
+    return P.reshape(total, (batch, channels * mult) + out_sp)
 
 
 class ConvOpsMixin:
