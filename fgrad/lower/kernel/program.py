@@ -105,34 +105,20 @@ def _assign_buffers(sched: Schedule, kernel_params: dict[int, list[Var]],
     return buffer_of, sizes
 
 
-def _readers(sched: Schedule, kernel_params: dict[int, list[Var]],
-             kernels: dict[int, Kernel]) -> dict[int, int]:
-    """How many steps read each value (by var id); program outputs count as a reader."""
-    count: dict[int, int] = {}
-    for n, step in enumerate(sched.steps):
-        if isinstance(step, KernelStep):
-            reads = [v for v, p in zip(kernel_params[n], kernels[n].params) if not p.written]
-        else:
-            reads = [a for a in step.eqn.inputs if isinstance(a, Var)]
-        for key in {id(v) for v in reads}:
-            count[key] = count.get(key, 0) + 1
-    for out in sched.jaxpr.outvars:
-        count[id(out)] = count.get(id(out), 0) + 1
-    return count
-
-
 def _epilogue_of(sched: Schedule, n: int, segment: "Segment | None", kernel: Kernel,
-                 params: list[Var], readers: dict[int, int],
-                 epilogue_ok: EpilogueTest | None) -> GemmStep | None:
+                 params: list[Var], epilogue_ok: EpilogueTest | None) -> GemmStep | None:
     """The gemm step that kernel step `n` can run inside as its epilogue: the segment's last
-    call, whose output only this kernel reads, and which the backend accepts."""
+    call, which the backend accepts. Other steps may read the gemm's output too (W5's
+    backward relu mask reads the pre-activation): the buffer planner keeps it alive for
+    them, and never gives the kernel's output a buffer that the gemm call still uses (its
+    operands count as read by the kernel, `_last_uses`)."""
     previous = sched.steps[n - 1] if n else None
     if epilogue_ok is None or segment is None or not isinstance(previous, GemmStep) \
             or segment.calls[-1][0] != previous.name:
         return None
     out = previous.outputs[0]
     where = [i for i, v in enumerate(params) if v is out and not kernel.params[i].written]
-    if len(where) != 1 or readers.get(id(out)) != 1:
+    if len(where) != 1:
         return None
     return previous if epilogue_ok(previous.eqn, kernel, where[0]) else None
 
@@ -157,8 +143,6 @@ def plan(jaxpr: Jaxpr, half_native: bool = True, native_linalg: bool = True,
     fused: set[int] = set()
     built = {n: build_kernel(sched, step, names) for n, step in enumerate(sched.steps)
              if isinstance(step, KernelStep)}
-    readers = _readers(sched, {n: p for n, (_, p) in built.items()},
-                       {n: k for n, (k, _) in built.items()})
     segment: Segment | None = None
     for n, step in enumerate(sched.steps):
         if isinstance(step, HostStep):
@@ -174,7 +158,7 @@ def plan(jaxpr: Jaxpr, half_native: bool = True, native_linalg: bool = True,
             kernels.append(kernel)
             kernel_params[n] = params
             name = kernel.name
-            gemm = _epilogue_of(sched, n, segment, kernel, params, readers, epilogue_ok)
+            gemm = _epilogue_of(sched, n, segment, kernel, params, epilogue_ok)
             if gemm is not None and segment is not None and not call_per_segment:
                 kernels[-1] = replace(kernel, row_range=True)
                 own, slots = segment.calls[-1]
