@@ -18,8 +18,9 @@ way, so the program's entry module holds only calls and compiles at O0.
 The optimization level follows the kernel's size: a kernel of at most `LIGHT_WORK` innermost
 iterations (biases, scalars, Adam's step counters) is not worth vectorizing and compiles
 `LIGHT`ly (O1 without vectorizers, fast instruction selection: a third of the time); others
-at O3, or O2 for IR longer than `O2_ABOVE_CHARS` (very large kernels, e.g. unrolled
-networks, spend most of their compile time in O3-only passes).
+at `KERNEL_SPEED_LEVEL` (O2). O3 took 12-17% more LLVM time on W9's 48 kernels (2.67-2.96
+vs 2.32-2.46 s of compile threads' CPU; first call 2098-2366 vs 1941-2267 ms, three
+alternating fresh processes) and ran W1, softmax, layernorm and the W9 step no faster.
 """
 from __future__ import annotations
 
@@ -50,7 +51,7 @@ from fgrad.lower.llvm.threads import kernel_work, split_extent
 
 FOLDER = "llvm_kernels"
 KEPT = 4096
-O2_ABOVE_CHARS = 400_000
+KERNEL_SPEED_LEVEL = 2
 LIGHT_WORK = 1024
 LIGHT = -1  # a speed level: O1 middle end without vectorizers, O0 code generation
 # A speed level for code vectorized and unrolled by hand (the GEMM routines): the O1 middle
@@ -97,12 +98,12 @@ def _machine(codegen_level: int) -> llvm.TargetMachine:
 
 def _object_code(text: str, speed_level: int | None = None) -> bytes:
     """Optimize and compile one kernel module to object code (safe on any thread); the
-    optimization level follows the text's size unless `speed_level` (or `LIGHT`) is given."""
+    optimization level is `KERNEL_SPEED_LEVEL` unless `speed_level` (or `LIGHT`) is given."""
     context = llvm.create_context()
     module = llvm.parse_assembly(text, context=context)
     module.verify()
     if speed_level is None:
-        speed_level = 3 if len(text) <= O2_ABOVE_CHARS else 2
+        speed_level = KERNEL_SPEED_LEVEL
     light = speed_level == LIGHT
     machine = _machine(0 if light else 3)
     tuning = llvm.create_pipeline_tuning_options(
