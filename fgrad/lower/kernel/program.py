@@ -56,6 +56,8 @@ class Program:
     buffer_bytes: list[int]
     library_calls: dict[str, Eqn] = field(default_factory=dict)  # name -> equation
     epilogues: dict[str, str] = field(default_factory=dict)  # gemm call -> fused kernel
+    # gemm calls whose product only their fused kernel reads (a backend may then skip it)
+    private_products: frozenset[str] = frozenset()
 
 
 # (the gemm's equation, the kernel right after it, the kernel's buffer of the gemm's output)
@@ -105,6 +107,22 @@ def _assign_buffers(sched: Schedule, kernel_params: dict[int, list[Var]],
     return buffer_of, sizes
 
 
+def _reader_counts(sched: Schedule, kernel_params: dict[int, list[Var]],
+                   kernels: dict[int, Kernel]) -> dict[int, int]:
+    """How many steps read each value (by var id); program outputs count as a reader."""
+    count: dict[int, int] = {}
+    for n, step in enumerate(sched.steps):
+        if isinstance(step, KernelStep):
+            reads = [v for v, p in zip(kernel_params[n], kernels[n].params) if not p.written]
+        else:
+            reads = [a for a in step.eqn.inputs if isinstance(a, Var)]
+        for key in {id(v) for v in reads}:
+            count[key] = count.get(key, 0) + 1
+    for out in sched.jaxpr.outvars:
+        count[id(out)] = count.get(id(out), 0) + 1
+    return count
+
+
 def _epilogue_of(sched: Schedule, n: int, segment: "Segment | None", kernel: Kernel,
                  params: list[Var], epilogue_ok: EpilogueTest | None) -> GemmStep | None:
     """The gemm step that kernel step `n` can run inside as its epilogue: the segment's last
@@ -141,6 +159,7 @@ def plan(jaxpr: Jaxpr, half_native: bool = True, native_linalg: bool = True,
     library_calls: dict[str, Eqn] = {}
     epilogues: dict[str, str] = {}
     fused: set[int] = set()
+    products: dict[str, int] = {}
     built = {n: build_kernel(sched, step, names) for n, step in enumerate(sched.steps)
              if isinstance(step, KernelStep)}
     segment: Segment | None = None
@@ -165,6 +184,7 @@ def plan(jaxpr: Jaxpr, half_native: bool = True, native_linalg: bool = True,
                 segment.calls[-1] = (own, slots + [segment.slot(v) for v in params])
                 segment.allocs.extend(step.outputs)
                 epilogues[own] = name
+                products[own] = id(gemm.outputs[0])
                 fused.add(n)
                 continue
         if segment is None or call_per_segment:
@@ -173,4 +193,7 @@ def plan(jaxpr: Jaxpr, half_native: bool = True, native_linalg: bool = True,
         segment.calls.append((name, [segment.slot(v) for v in params]))
         segment.allocs.extend(step.outputs)
     buffer_of, sizes = _assign_buffers(sched, kernel_params, frozenset(fused))
-    return Program(jaxpr, sched, kernels, actions, buffer_of, sizes, library_calls, epilogues)
+    readers = _reader_counts(sched, kernel_params, {n: k for n, (k, _) in built.items()})
+    private = frozenset(g for g, v in products.items() if readers.get(v) == 1)
+    return Program(jaxpr, sched, kernels, actions, buffer_of, sizes, library_calls, epilogues,
+                   private)

@@ -274,19 +274,20 @@ def _length(item: Unit) -> int:
 
 def _library_unit(eqn: Eqn, chunks: tuple[int, int, int] | None,
                   epilogue: tuple[CompiledKernel, Kernel] | None,
-                  key_of: Callable[[str], str]) -> tuple[str, Unit, ir.FunctionType]:
+                  key_of: Callable[[str], str],
+                  private: bool = False) -> tuple[str, Unit, ir.FunctionType]:
     """(key, unit, function type) of a library call. Keyed by the equation (primitive,
     params, avals), its split, its epilogue's symbol, the gemm setting and the lowering's
     source, so that with its signature remembered (`signatures`) it is rendered only
     when compiled; else keyed by its LLVM text."""
     register_library_symbols(eqn)   # its code may come from a cache, never rendered
     source = _lowering_source()
-    render = functools.partial(_library_text, eqn, chunks is not None, epilogue)
+    render = functools.partial(_library_text, eqn, chunks is not None, epilogue, private)
     if source is None:
         text, ftype = render()
         return key_of(text), text, ftype
     params = sorted((k, repr(v)) for k, v in eqn.params.items())
-    described = "\n".join(["library", source, flags.gemm_library(), repr(chunks),
+    described = "\n".join(["library", source, flags.gemm_library(), repr(chunks), repr(private),
                             epilogue[0].symbol if epilogue else "-", eqn.primitive.name,
                             repr(params), repr([str(a.aval) for a in eqn.inputs]),
                             repr([str(v.aval) for v in eqn.outvars])])
@@ -299,15 +300,15 @@ def _library_unit(eqn: Eqn, chunks: tuple[int, int, int] | None,
     return key, lambda: render()[0], ftype
 
 
-def _library_text(eqn: Eqn, split: bool, epilogue: tuple[CompiledKernel, Kernel] | None
-                  ) -> tuple[str, ir.FunctionType]:
+def _library_text(eqn: Eqn, split: bool, epilogue: tuple[CompiledKernel, Kernel] | None,
+                  private: bool = False) -> tuple[str, ir.FunctionType]:
     """A library call's function alone as an LLVM module (named `_NEUTRAL`, exported), with
     its epilogue kernel, when it has one, declared by its compiled symbol."""
     module = ir.Module(name="fgrad_library_call")
     fused = None if epilogue is None else ir.Function(module, epilogue[0].function_type,
                                                       name=epilogue[0].symbol)
     fn = render_library_call(module, _NEUTRAL, eqn, split, fused,
-                             None if epilogue is None else epilogue[1])
+                             None if epilogue is None else epilogue[1], private)
     fn.linkage = ""
     module.triple, module.data_layout = llvm_target.triple_and_layout()
     return str(module), fn.function_type
@@ -316,14 +317,16 @@ def _library_text(eqn: Eqn, split: bool, epilogue: tuple[CompiledKernel, Kernel]
 def compile_kernels(kernels: Sequence[Kernel], key_of: Callable[[str], str],
                     texts: Sequence[str] = (), texts_speed_level: int | None = None,
                     library_calls: dict[str, Eqn] | None = None,
-                    epilogues: dict[str, str] | None = None
+                    epilogues: dict[str, str] | None = None,
+                    private: frozenset[str] = frozenset()
                     ) -> tuple[dict[str, CompiledKernel], dict[str, bytes]]:
     """The compiled form of each kernel and library call (gemm drivers with their
     epilogues, LAPACK calls), by name, and the object code of each whole module in `texts`
     by cache key
     (e.g. the shared GEMM routines, optimized at `texts_speed_level`): from memory, disk,
     or compiled now, all missing ones in one parallel batch. `key_of(ir_text)` hashes the
-    text with the toolchain and host."""
+    text with the toolchain and host. `private`: gemm calls whose product only their fused
+    kernel reads (the program's `private_products`)."""
     found: dict[str, tuple[str, Unit, ir.FunctionType]] = {}
     levels: dict[str, int | None] = {}
     for kernel in kernels:
@@ -335,7 +338,7 @@ def compile_kernels(kernels: Sequence[Kernel], key_of: Callable[[str], str],
         fused = (epilogues or {}).get(name)
         epilogue = None if fused is None else (
             CompiledKernel(_symbol(found[fused][0]), found[fused][2], b""), by_name[fused])
-        found[name] = _library_unit(eqn, split.get(name), epilogue, key_of)
+        found[name] = _library_unit(eqn, split.get(name), epilogue, key_of, name in private)
         if eqn.primitive.name == "dot_general" and flags.gemm_library() == "native" \
                 and native_gemm_applies(eqn):
             levels[found[name][0]] = LIGHT   # stores its sizes, calls the shared driver

@@ -448,7 +448,8 @@ def register_library_symbols(eqn: Eqn) -> None:
 
 def render_library_call(module: ir.Module, name: str, eqn: Eqn, split: bool,
                         epilogue: ir.Function | None = None,
-                        epilogue_kernel: Kernel | None = None) -> ir.Function:
+                        epilogue_kernel: Kernel | None = None,
+                        private: bool = False) -> ir.Function:
     """Add the function computing library call `eqn`: a dot_general by fgrad's own GEMM (or,
     with FGRAD_GEMM=openblas, by OpenBLAS calls), by rows when the pool `split`s it, with
     the `epilogue` kernel (`epilogue_kernel` its IR) inside when given; LAPACK else."""
@@ -457,10 +458,15 @@ def render_library_call(module: ir.Module, name: str, eqn: Eqn, split: bool,
     if eqn.primitive.name != "dot_general":
         return render_lapack(module, name, eqn)
     if flags.gemm_library() == "native" and native_gemm_applies(eqn):
-        render = render_native_gemm_rows if split else render_native_gemm
         if epilogue is None or epilogue_kernel is None:
-            return render(module, name, eqn)
-        return render(module, name, eqn, epilogue, epilogue_row_scale(eqn, epilogue_kernel))
+            return render_native_gemm_rows(module, name, eqn) if split \
+                else render_native_gemm(module, name, eqn)
+        scale = epilogue_row_scale(eqn, epilogue_kernel)
+        if split:
+            return render_native_gemm_rows(module, name, eqn, epilogue, scale,
+                                           epilogue_kernel=epilogue_kernel, private=private)
+        return render_native_gemm(module, name, eqn, epilogue, scale, epilogue_kernel,
+                                  private)
     return render_gemm_rows(module, name, eqn) if split else render_gemm(module, name, eqn)
 
 
@@ -473,7 +479,8 @@ def _declare(module: ir.Module, symbol: str, ftype: ir.FunctionType) -> ir.Funct
 def render_module(kernels: Sequence[Kernel], segments: Sequence[Sequence[Call]],
                   library_calls: dict[str, Eqn] | None = None,
                   external: dict[str, tuple[str, ir.FunctionType]] | None = None,
-                  epilogues: dict[str, str] | None = None) -> ir.Module:
+                  epilogues: dict[str, str] | None = None,
+                  private: frozenset[str] = frozenset()) -> ir.Module:
     """One module: every kernel and library call, plus the entries of each segment (see
     `entry_names`). A kernel named in `external` (name -> (symbol, function type)) is only
     declared: its code comes compiled on its own (kernel_cache.py); so is a library call
@@ -495,7 +502,7 @@ def render_module(kernels: Sequence[Kernel], segments: Sequence[Sequence[Call]],
         fused = epilogues.get(name)
         functions[name] = render_library_call(
             module, name, eqn, name in library, functions.get(fused) if fused else None,
-            by_name.get(fused) if fused else None)
+            by_name.get(fused) if fused else None, name in private)
     for i, calls in enumerate(segments):
         parts = plan_parts(calls, by_name, library)
         names = entry_names(i, parts)

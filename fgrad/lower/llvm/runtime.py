@@ -39,6 +39,7 @@ from fgrad.lower.llvm import target as llvm_target
 from fgrad.lower.kernel import program as program_lib
 from fgrad.lower.llvm.dispatch import LeanCall, address_of, as_c, new_output
 from fgrad.lower.llvm.gemm.driver import routine_texts
+from fgrad.lower.llvm.gemm.epilogue import register_note
 from fgrad.lower.llvm.gemm.native import epilogue_fits, routine_dtypes
 from fgrad.lower.llvm.buffer_pool import POOL, exclusively_owned
 from fgrad.lower.schedule.control_flow import CONTROL_FLOW, HostRows, run_control
@@ -86,7 +87,7 @@ def module_ir(program: Program, external: dict[str, Any] | None = None) -> Any:
     (name -> (symbol, function type)) are declared only (compiled by kernel_cache)."""
     segments = [a.calls for a in program.actions if isinstance(a, Segment)]
     module = render_module(program.kernels, segments, program.library_calls, external,
-                           program.epilogues)
+                           program.epilogues, program.private_products)
     tm = target_machine()
     module.triple = tm.triple
     module.data_layout = str(tm.target_data)
@@ -227,7 +228,7 @@ def build(program: Program, source: Jaxpr | None = None) -> tuple["LLVMExecutabl
     shared = [t for name in routine_dtypes(program.library_calls) for t in routine_texts(name)]
     kernels, routines = kernel_cache.compile_kernels(
         program.kernels, cache_key, shared, kernel_cache.BY_HAND, program.library_calls,
-        program.epilogues)
+        program.epilogues, program.private_products)
     module = module_ir(program, {name: (k.symbol, k.function_type)
                                  for name, k in kernels.items()})
     by_symbol = {k.symbol: k for k in kernels.values()}
@@ -298,10 +299,17 @@ class LLVMExecutable:
                    for name, calls, parallel in step.entries]
         return functools.partial(run_parts, entries)
 
-    def _new(self, value: call_plan.Value, blocks: list[np.ndarray]) -> np.ndarray:
+    def _new(self, value: call_plan.Value, blocks: list[np.ndarray]) -> tuple[np.ndarray, int]:
+        """A written value's array and its address: a fresh output, or a view at the start
+        of its block (the blocks' addresses are remembered: the pool hands them out
+        again)."""
         if value.kind == FRESH:
-            return POOL.array(value.shape, value.dtype.np)
-        return blocks[value.index][:value.nbytes].view(value.dtype.np).reshape(value.shape)
+            out, address = new_output(value.shape, value.dtype.np)
+            out.flags.writeable = False
+            return out, address
+        block = blocks[value.index]
+        view = block[:value.nbytes].view(value.dtype.np).reshape(value.shape)
+        return view, address_of(block)
 
     def __call__(self, *arrays: Any) -> list[np.ndarray]:
         if self._lean is not None and not profiler.active():
@@ -382,6 +390,7 @@ class LLVMExecutable:
         for i, a in enumerate(arrays):
             env[i] = _c_array(a, self._in_dtypes[i])
         blocks = [POOL.take(n) for n in plan.block_bytes]
+        addresses: dict[int, int] = {}
         prof = profiler.active()
         try:
             native = 0
@@ -391,9 +400,13 @@ class LLVMExecutable:
                     _run_host(step, env)
                 else:
                     for w in step.writes:
-                        env[w] = given[w] if w in given else self._new(plan.values[w], blocks)
+                        if w in given:
+                            env[w] = given[w]
+                        else:
+                            env[w], addresses[w] = self._new(plan.values[w], blocks)
                     table = (ctypes.c_void_p * len(step.table))(
-                        *[env[t].ctypes.data for t in step.table])
+                        *[addresses[t] if t in addresses else address_of(env[t])
+                          for t in step.table])
                     self.runners[native](table)
                     native += 1
                 if prof:
@@ -534,9 +547,11 @@ def describe(jaxpr: Jaxpr) -> str:
              "# kernel IR"]
     parts += [str(k) for k in program.kernels] or ["(no kernels)"]
     parts += ["# gemm epilogues (the kernel runs inside the gemm's call, on each block of "
-              "rows once it is final)"]
-    parts += [f"{g} + {k}: one native call" for g, k in program.epilogues.items()] or [
-        "(none)"]
+              "rows once it is final, or in the micro-kernel's registers)"]
+    kernels = {k.name: k for k in program.kernels}
+    parts += [f"{g} + {k}: one native call"
+              f"{register_note(program.library_calls[g], kernels[k])}"
+              for g, k in program.epilogues.items()] or ["(none)"]
     parts += ["# threads", describe_threads(program)]
     parts += ["# " + str(memory_report(program))]
     parts += ["# LLVM IR (before optimization)", str(module_ir(program))]

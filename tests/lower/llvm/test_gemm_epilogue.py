@@ -29,6 +29,8 @@ EPILOGUES = {
     "sigmoid": (lambda x, w, b, r: (x @ w + b).sigmoid(),
                 lambda x, w, b, r: 1 / (1 + np.exp(-(x @ w + b)))),
     "residual": (lambda x, w, b, r: x @ w + r, lambda x, w, b, r: x @ w + r),
+    "bias": (lambda x, w, b, r: b + x @ w, lambda x, w, b, r: x @ w + b),
+    "relu": (lambda x, w, b, r: (x @ w).relu(), lambda x, w, b, r: np.maximum(x @ w, 0)),
     "cast_f16": (lambda x, w, b, r: (x @ w + b).cast("float16"),
                  lambda x, w, b, r: (x @ w + b).astype(np.float16)),
 }
@@ -51,6 +53,48 @@ def test_fused_epilogue_matches_numpy(name, m, k, n):
     want = ref(*[a.astype(np.float64) for a in args])
     tol = 2e-3 if name == "cast_f16" else 2e-4
     np.testing.assert_allclose(out.astype(np.float64), want, rtol=tol, atol=tol)
+
+
+REGISTER = {"bias_relu": "bias+relu", "bias": "bias", "relu": "relu"}
+
+
+@pytest.mark.parametrize("name", sorted(EPILOGUES))
+def test_register_epilogues_are_named_in_the_printout(name):
+    """bias, relu and bias+relu run in the micro-kernel's registers; the others through
+    the driver's thunk."""
+    text = fgrad.jit(EPILOGUES[name][0], backend="llvm").lower(
+        *map(Tensor, _args(64, 32, 48))).as_text()
+    line = next(t for t in text.splitlines() if t.startswith("g0 + k1: one native call"))
+    if name in REGISTER:
+        assert line.endswith(f"({REGISTER[name]} in registers)"), line
+    else:
+        assert "registers" not in line, line
+
+
+@pytest.mark.parametrize("threads", ["1", "3"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shared", [False, True])
+def test_register_epilogue_keeps_nan_threads_and_a_shared_product(monkeypatch, threads,
+                                                                   dtype, shared):
+    """NaN through relu stays NaN (le then select, as the kernel); with `shared`, a later
+    step reads the product too, so it is stored beside the epilogue's output."""
+    monkeypatch.setenv("FGRAD_NUM_THREADS", threads)
+    x, w, b, _ = (a.astype(dtype) for a in _args(300, 600, 97))
+    x[3, 5] = np.nan
+
+    def fn(x, w, b):
+        y = x @ w
+        out = (y + b).relu()
+        return (out, y * 2.0) if shared else out
+    got = fgrad.jit(fn, backend="llvm")(Tensor(x), Tensor(w), Tensor(b))
+    got = got if shared else (got,)
+    z = x.astype(np.float64) @ w + b
+    want = np.where(np.isnan(z), np.nan, np.maximum(z, 0))
+    np.testing.assert_allclose(got[0].numpy(), want, rtol=1e-4, atol=1e-3)
+    assert np.isnan(got[0].numpy()[3]).all()
+    if shared:
+        np.testing.assert_allclose(got[1].numpy(), 2 * (x.astype(np.float64) @ w),
+                                   rtol=1e-4, atol=1e-3)
 
 
 def test_one_native_call_in_the_printed_program():

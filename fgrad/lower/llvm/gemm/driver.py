@@ -27,14 +27,16 @@ from fgrad.core.dtypes import dtypes
 from fgrad.core.ir import Eqn
 from fgrad.lower.llvm import target
 from fgrad.lower.llvm.gemm.native import (FLOAT_TYPES, I1, I64, I8P, KC, MC_TARGET, NC, _c,
-                                          _libc, _loop, _smin, routine_prefix,
+                                          _libc, _loop, _smin, micro_args, routine_prefix,
                                           shared_routines, tile_shape)
+from fgrad.lower.kernel.ir import Kernel
+from fgrad.lower.llvm.gemm.epilogue import RegisterEpilogue, register_epilogue
 from fgrad.lower.llvm.gemm.prepack import PrepackPlan, emit_units, prepack_plan, render_prepack
 from fgrad.lower.schedule.gemm_layout import GemmDims, gemm_dims
 
 # The fixed part of a driver's `dims` array; the batch sizes and strides follow.
 DIMS = ("m", "n", "k", "lhs_ld", "rhs_ld", "lhs_trans", "rhs_trans", "mc", "kc", "nc",
-        "row_scale", "batch_rank")
+        "row_scale", "epi_mode", "epi_out", "epi_bias", "batch_rank")
 THUNK = ir.FunctionType(ir.VoidType(), [I8P.as_pointer(), I64, I64])
 
 
@@ -52,7 +54,7 @@ def driver_dims(d: GemmDims, size: int, row_scale: int) -> list[int]:
     kc = min(KC, max(d.k, 1))
     nc = min(NC, -(-d.n // nr) * nr)
     fixed = [d.m, d.n, d.k, d.lhs.ld, d.rhs.ld, int(d.lhs.trans), int(d.rhs.trans), mc, kc,
-             nc, row_scale, len(d.batch)]
+             nc, row_scale, 0, 0, 0, len(d.batch)]   # a register epilogue's are set at run time
     assert len(fixed) == len(DIMS)
     return [*fixed, *d.batch, *d.lhs.batch_strides, *d.rhs.batch_strides]
 
@@ -66,8 +68,7 @@ class _Driver:
         self.mr, self.nr, _ = tile_shape(size)
         prefix, fp = routine_prefix(ft, size), self.fp
         self.name = f"{prefix}_driver"
-        self.micro = _libc(module, f"{prefix}_micro", ir.VoidType(),
-                           [I64, fp, fp, fp, I64, I64, I64, I1])
+        self.micro = _libc(module, f"{prefix}_micro", ir.VoidType(), micro_args(fp))
         self.packs = {(side, t): _libc(module, f"{prefix}_pack_{side}_{t}", ir.VoidType(),
                                        [fp, fp, I64, I64, I64, I64, I64])
                       for side in "ab" for t in "nt"}
@@ -108,7 +109,8 @@ class _Driver:
             lhs_at, rhs_at = self._batch_offsets(e)
             x = b.gep(lhs, [lhs_at], inbounds=True)
             y = b.gep(rhs, [rhs_at], inbounds=True)
-            c = b.gep(out, [b.mul(e, b.mul(m, d["n"]))], inbounds=True)
+            self._entry_offset = b.mul(e, b.mul(m, d["n"]))
+            c = b.gep(out, [self._entry_offset], inbounds=True)
             self._blocks(x, y, c, lo, hi, apack, bpack)
         _loop(b, first_entry, last_entry, 1, entry, "e")
         b.call(free, [a_raw])
@@ -156,6 +158,8 @@ class _Driver:
         """The jc / pc / ic / jr / ir loops over rows [lo, hi) of one batch entry."""
         b, d = self.b, self.d
         n, k, mr, nr = d["n"], d["k"], self.mr, self.nr
+        out2 = b.gep(b.inttoptr(d["epi_out"], self.fp), [self._entry_offset])
+        bias = b.inttoptr(d["epi_bias"], self.fp)
 
         def col_block(jc: ir.Value) -> None:
             nc = _smin(b, d["nc"], b.sub(n, jc))
@@ -163,6 +167,8 @@ class _Driver:
             def k_slice(pc: ir.Value) -> None:
                 kc = _smin(b, d["kc"], b.sub(k, pc))
                 first = b.icmp_signed("==", pc, _c(0))
+                last = b.icmp_signed(">=", b.add(pc, kc), k)
+                mode = b.select(last, d["epi_mode"], _c(0))
                 panel = self._b_panel(y, jc, nc, pc, kc, bpack)
 
                 def row_block(ic: ir.Value) -> None:
@@ -178,7 +184,9 @@ class _Driver:
                             asl = b.gep(apack, [b.mul(ir_, kc)], inbounds=True)
                             at = b.add(b.mul(b.add(ic, ir_), n), b.add(jc, jr))
                             b.call(self.micro, [kc, asl, bsl, b.gep(c, [at], inbounds=True),
-                                                n, rows, cols, first])
+                                                n, rows, cols, first, mode,
+                                                b.gep(out2, [at]),
+                                                b.gep(bias, [b.add(jc, jr)])])
                         _loop(b, _c(0), mc, mr, row_tile, "ir")
                     _loop(b, _c(0), nc, nr, col_tile, "jr")
                     self._epilogue_rows(ic, mc, pc, kc, jc, nc)
@@ -216,11 +224,16 @@ def render_driver(module: ir.Module, ft: ir.Type, size: int) -> ir.Function:
 
 def render_call_site(module: ir.Module, name: str, d: GemmDims, ft: ir.Type, size: int,
                      epilogue: ir.Function | None, row_scale: int,
-                     prepack: PrepackPlan | None = None) -> ir.Function:
+                     prepack: PrepackPlan | None = None,
+                     register: RegisterEpilogue | None = None,
+                     private: bool = False) -> ir.Function:
     """Add `void name(T* out, T* lhs, T* rhs, [epilogue's buffers...], i64 start, i64 stop)`
     calling the shared driver with this product's sizes (module docstring); with a
     `prepack` plan, start and stop count its chunks and an `i64* line` (the call's state
-    line) follows (gemm/prepack.py)."""
+    line) follows (gemm/prepack.py). With `register`, the micro-kernel computes the
+    epilogue kernel in registers (gemm/epilogue.py) and the kernel is not called; when the
+    product is `private` to it too, the product is accumulated in the kernel's output
+    and never stored on its own."""
     fp = ft.as_pointer()
     args = list(epilogue.function_type.args) if epilogue is not None else []
     row_ranged = len(args) >= 2 and all(a == I64 for a in args[-2:])
@@ -237,10 +250,15 @@ def render_call_site(module: ir.Module, name: str, d: GemmDims, ft: ir.Type, siz
     dims = b.alloca(I64, size=len(values), name="dims")
     for i, value in enumerate(values):
         b.store(_c(value), b.gep(dims, [_c(i)]))
+    if register is not None:
+        kernel_out = _register_fields(b, dims, register, given)
+        if private:
+            out = kernel_out
     ctx = b.alloca(I8P, size=max(len(given), 1), name="buffers")
     for i, value in enumerate(given):
         b.store(b.bitcast(value, I8P), b.gep(ctx, [_c(i)]))
-    thunk = _thunk(module, name, epilogue, buffers) if epilogue is not None and row_ranged \
+    thunk = _thunk(module, name, epilogue, buffers) \
+        if epilogue is not None and row_ranged and register is None \
         else ir.Constant(THUNK.as_pointer(), None)
     driver = _libc(module, f"{routine_prefix(ft, size)}_driver", ir.VoidType(),
                    list(driver_type(ft).args))
@@ -249,10 +267,21 @@ def render_call_site(module: ir.Module, name: str, d: GemmDims, ft: ir.Type, siz
                    stop, fn.args[-1])
     else:
         b.call(driver, [dims, out, lhs, rhs, start, stop, thunk, ctx, ir.Constant(fp, None)])
-    if epilogue is not None and not row_ranged:
+    if epilogue is not None and not row_ranged and register is None:
         b.call(epilogue, given)     # a small gemm: once, at the end
     b.ret_void()
     return fn
+
+
+def _register_fields(b: ir.IRBuilder, dims: ir.Value, register: RegisterEpilogue,
+                     given: list[ir.Value]) -> ir.Value:
+    """Store a register epilogue's mode and pointers into `dims`; the kernel's output."""
+    out2 = given[register.out]
+    bias = given[register.bias] if register.bias is not None else out2
+    for field, value in (("epi_mode", _c(register.mode)), ("epi_out", b.ptrtoint(out2, I64)),
+                         ("epi_bias", b.ptrtoint(bias, I64))):
+        b.store(value, b.gep(dims, [_c(DIMS.index(field))]))
+    return out2
 
 
 def _thunk(module: ir.Module, name: str, epilogue: ir.Function,
@@ -296,7 +325,9 @@ def routine_texts(dtype_name: str) -> tuple[str, ...]:
 
 def render_native_gemm_rows(module: ir.Module, name: str, eqn: Eqn,
                             epilogue: ir.Function | None = None,
-                            row_scale: int = 1, split: bool = True) -> ir.Function:
+                            row_scale: int = 1, split: bool = True,
+                            epilogue_kernel: Kernel | None = None,
+                            private: bool = False) -> ir.Function:
     """Add `void name(T* out, T* lhs, T* rhs, [epilogue's buffers...], i64 start, i64 stop)`
     (module docstring); with an `epilogue` kernel function, it runs on each block of rows
     once they are final (or, when it takes no row range, once at the end)."""
@@ -307,15 +338,19 @@ def render_native_gemm_rows(module: ir.Module, name: str, eqn: Eqn,
                          f"BLAS view ({eqn.inputs[0].aval} x {eqn.inputs[1].aval}); a bug in "
                          f"the schedule")
     ft, size = FLOAT_TYPES[dtype]
+    register = None if epilogue_kernel is None else register_epilogue(eqn, epilogue_kernel)
     return render_call_site(module, name, dims, ft, size, epilogue, row_scale,
-                            prepack_plan(eqn) if split else None)
+                            prepack_plan(eqn) if split else None, register, private)
 
 
 def render_native_gemm(module: ir.Module, name: str, eqn: Eqn,
-                       epilogue: ir.Function | None = None, row_scale: int = 1) -> ir.Function:
+                       epilogue: ir.Function | None = None, row_scale: int = 1,
+                       epilogue_kernel: Kernel | None = None,
+                       private: bool = False) -> ir.Function:
     """Add `void name(T* out, T* lhs, T* rhs, [epilogue's buffers...])`: every row."""
     rows = render_native_gemm_rows(module, f"{name}.rows", eqn, epilogue, row_scale,
-                                   split=False)
+                                   split=False, epilogue_kernel=epilogue_kernel,
+                                   private=private)
     dims = gemm_dims(eqn)
     assert dims is not None
     pointers = rows.function_type.args[:-2]

@@ -83,7 +83,17 @@ def _libc(module: ir.Module, name: str, ret: ir.Type, args: list[ir.Type]) -> ir
         module, ir.FunctionType(ret, args), name=name)
 
 
-ROUTINES_VERSION = 3   # bump when the shared routines' code changes (their symbols)
+# The register epilogues the micro-kernel applies on a product's last k-slice (0: none);
+# `register_epilogue` recognizes the kernels they compute.
+EPILOGUE_MODES = {"bias": 1, "bias_relu": 2, "relu": 3}
+
+
+def micro_args(fp: ir.Type) -> list[ir.Type]:
+    """The micro-kernel's parameter types (`_Routines.micro_kernel`)."""
+    return [I64, fp, fp, fp, I64, I64, I64, I1, I64, fp, fp]
+
+
+ROUTINES_VERSION = 4   # bump when the shared routines' code changes (their symbols)
 
 
 class _Routines:
@@ -102,12 +112,16 @@ class _Routines:
     # ------------------------------------------------------------------ micro-kernel
 
     def micro_kernel(self) -> ir.Function:
-        """`void micro(i64 kc, T* a, T* b, T* c, i64 ldc, i64 rows, i64 cols, i1 first)`: the
-        MR x NR tile C[0:rows, 0:cols] (row stride ldc) = (first ? 0 : C) + a @ b slivers."""
+        """`void micro(i64 kc, T* a, T* b, T* c, i64 ldc, i64 rows, i64 cols, i1 first,
+        i64 mode, T* out2, T* bias)`: the MR x NR tile C[0:rows, 0:cols] (row stride ldc) =
+        (first ? 0 : C) + a @ b slivers; with `mode` (`EPILOGUE_MODES`, on the last k-slice)
+        the tile, plus bias[col] and/or through relu, is also stored into out2 (same
+        layout), in registers. `bias` points at the tile's first column of n readable
+        elements even when the mode adds none (its loads are then discarded)."""
         fp, mr, nr, lanes = self.fp, self.mr, self.nr, self.lanes
-        fty = ir.FunctionType(ir.VoidType(), [I64, fp, fp, fp, I64, I64, I64, I1])
+        fty = ir.FunctionType(ir.VoidType(), micro_args(fp))
         fn = ir.Function(self.module, fty, name=f"{self.prefix}_micro")
-        kc, a, bp, c, ldc, rows, cols, first = fn.args
+        kc, a, bp, c, ldc, rows, cols, first, mode, out2, bias = fn.args
         for arg in (a, bp, c):
             arg.add_attribute("noalias")
         b = ir.IRBuilder(fn.append_basic_block("entry"))
@@ -147,21 +161,53 @@ class _Routines:
                 acc.add_incoming(new[i][v], latch)
         b.branch(head)
         b.position_at_end(done)
-        self._write_tile(b, accs, c, ldc, rows, cols, first)
+        self._write_tile(b, accs, c, ldc, rows, cols, first, (mode, out2, bias))
         b.ret_void()
         return fn
+
+    def _epilogue_tile(self, b: ir.IRBuilder, totals: list[tuple[ir.Value, int, ir.Value]],
+                       mode: ir.Value, out2: ir.Value, bias: ir.Value) -> None:
+        """The epilogue of a full tile: NR/L bias vectors once, then each row's vectors."""
+        vp = self.vt.as_pointer()
+        biases = [b.load(b.bitcast(b.gep(bias, [_c(v * self.lanes)]), vp), align=self.size)
+                  for v in range(self.nr // self.lanes)]
+        for at, v, total in totals:
+            ptr = b.bitcast(b.gep(out2, [at]), vp)
+            b.store(self._epilogue(b, total, mode, biases[v]), ptr, align=self.size)
 
     def _suffix(self) -> str:
         return "f64" if isinstance(self.ft, ir.DoubleType) else "f32"
 
+    def _epilogue(self, b: ir.IRBuilder, total: ir.Value, mode: ir.Value,
+                  bias: ir.Value) -> ir.Value:
+        """`total` through the register epilogue `mode` (a vector or a scalar; `bias` the
+        matching load, read only when the mode adds it)."""
+        zero = ir.Constant(total.type, [0.0] * self.lanes if isinstance(
+            total.type, ir.VectorType) else 0.0)
+        has_bias = b.or_(b.icmp_signed("==", mode, _c(EPILOGUE_MODES["bias"])),
+                         b.icmp_signed("==", mode, _c(EPILOGUE_MODES["bias_relu"])))
+        biased = b.select(has_bias, b.fadd(total, bias), total)
+        relu = b.or_(b.icmp_signed("==", mode, _c(EPILOGUE_MODES["relu"])),
+                     b.icmp_signed("==", mode, _c(EPILOGUE_MODES["bias_relu"])))
+        # le then select, as the kernel computes relu: a NaN stays NaN
+        clipped = b.select(b.fcmp_ordered("<=", biased, zero), zero, biased)
+        return b.select(relu, clipped, biased)
+
     def _write_tile(self, b: ir.IRBuilder, accs: list[list[ir.Value]], c: ir.Value,
-                    ldc: ir.Value, rows: ir.Value, cols: ir.Value, first: ir.Value) -> None:
-        """Full tiles: vector load-add-store into C; edge tiles: through a stack tile."""
+                    ldc: ir.Value, rows: ir.Value, cols: ir.Value, first: ir.Value,
+                    epilogue: tuple[ir.Value, ir.Value, ir.Value]) -> None:
+        """Full tiles: vector load-add-store into C (and the epilogue's store into out2);
+        edge tiles: through a stack tile."""
         mr, nr, lanes = self.mr, self.nr, self.lanes
+        mode, out2, bias = epilogue
+        active = b.icmp_signed("!=", mode, _c(0))
+        # the epilogue's output is C itself (a product only the epilogue reads): one store
+        own = b.and_(active, b.icmp_unsigned("==", b.ptrtoint(out2, I64), b.ptrtoint(c, I64)))
         vp = self.vt.as_pointer()
         full = b.and_(b.icmp_signed("==", rows, _c(mr)), b.icmp_signed("==", cols, _c(nr)))
         with b.if_else(full) as (then, otherwise):
             with then:
+                totals = []
                 for i in range(mr):
                     row = b.mul(_c(i), ldc)
                     for v in range(nr // lanes):
@@ -169,7 +215,16 @@ class _Routines:
                         ptr = b.bitcast(b.gep(c, [at], inbounds=True), vp)
                         old = b.load(ptr, align=self.size)
                         total = b.select(first, accs[i][v], b.fadd(old, accs[i][v]))
-                        b.store(total, ptr, align=self.size)
+                        totals.append((at, v, total))
+                with b.if_else(own) as (fused, plain):
+                    with fused:
+                        self._epilogue_tile(b, totals, mode, c, bias)
+                    with plain:
+                        for at, _, total in totals:
+                            ptr = b.bitcast(b.gep(c, [at], inbounds=True), vp)
+                            b.store(total, ptr, align=self.size)
+                        with b.if_then(active):
+                            self._epilogue_tile(b, totals, mode, out2, bias)
             with otherwise:
                 tile = b.alloca(self.ft, size=mr * nr)
                 for i in range(mr):
@@ -180,9 +235,19 @@ class _Routines:
                 def row_of(i: ir.Value) -> None:
                     def col(j: ir.Value) -> None:
                         src = b.gep(tile, [b.add(b.mul(i, _c(nr)), j)])
-                        dst = b.gep(c, [b.add(b.mul(i, ldc), j)], inbounds=True)
+                        at = b.add(b.mul(i, ldc), j)
+                        dst = b.gep(c, [at], inbounds=True)
                         val = b.load(src)
-                        b.store(b.select(first, val, b.fadd(b.load(dst), val)), dst)
+                        total = b.select(first, val, b.fadd(b.load(dst), val))
+                        with b.if_else(active) as (epilogue, plain):
+                            with epilogue:
+                                scale = b.load(b.gep(bias, [j]))  # bias has n entries
+                                result = self._epilogue(b, total, mode, scale)
+                                b.store(b.select(own, result, total), dst)
+                                with b.if_then(b.not_(own)):
+                                    b.store(result, b.gep(out2, [at]))
+                            with plain:
+                                b.store(total, dst)
                     _loop(b, _c(0), cols, 1, col, "ej")
                 _loop(b, _c(0), rows, 1, row_of, "ei")
 
