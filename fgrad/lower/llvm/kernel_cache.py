@@ -44,7 +44,7 @@ from fgrad.lower.kernel.ir import Kernel, kernel_fingerprint
 from fgrad.lower.llvm import disk_cache
 from fgrad.lower.llvm import target as llvm_target
 from fgrad.lower.llvm.blas import library_chunking
-from fgrad.lower.llvm.gemm.native import native_gemm_applies
+from fgrad.lower.llvm.gemm.native import uses_native_gemm
 from fgrad.lower.llvm.render import (kernel_function_type, register_library_symbols,
                                      render_kernel, render_library_call)
 from fgrad.lower.llvm.threads import kernel_work, split_extent
@@ -339,8 +339,7 @@ def compile_kernels(kernels: Sequence[Kernel], key_of: Callable[[str], str],
         epilogue = None if fused is None else (
             CompiledKernel(_symbol(found[fused][0]), found[fused][2], b""), by_name[fused])
         found[name] = _library_unit(eqn, split.get(name), epilogue, key_of, name in private)
-        if eqn.primitive.name == "dot_general" and flags.gemm_library() == "native" \
-                and native_gemm_applies(eqn):
+        if eqn.primitive.name == "dot_general" and uses_native_gemm(eqn):
             levels[found[name][0]] = LIGHT   # stores its sizes, calls the shared driver
     text_keys = [key_of(f"O{texts_speed_level}\n{text}") for text in texts]
     wanted = {key: (text, levels.get(key)) for key, text, _ in found.values()}

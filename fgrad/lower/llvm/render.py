@@ -28,7 +28,7 @@ from fgrad import flags
 from fgrad.lower.llvm.blas import register_symbols, render_gemm, single_threaded_blas
 from fgrad.lower.llvm.gemm.driver import render_native_gemm, render_native_gemm_rows
 from fgrad.lower.llvm.gemm.prepack import PrepackPlan, prepack_plan, serial_line
-from fgrad.lower.llvm.gemm.native import epilogue_row_scale, native_gemm_applies
+from fgrad.lower.llvm.gemm.native import epilogue_row_scale, uses_native_gemm
 from fgrad.lower.llvm.blas import library_chunking, render_gemm_rows
 from fgrad.lower.llvm.lapack import lapack_symbols, register_named, render_lapack
 from fgrad.lower.llvm.sequences import render_sequence_op
@@ -426,7 +426,7 @@ def library_symbols(eqn: Eqn) -> list[str]:
         return []
     if eqn.primitive.name != "dot_general":
         return lapack_symbols(eqn)
-    if flags.gemm_library() == "native" and native_gemm_applies(eqn):
+    if uses_native_gemm(eqn):
         return []
     return ["gemm"]
 
@@ -457,7 +457,7 @@ def render_library_call(module: ir.Module, name: str, eqn: Eqn, split: bool,
         return render_sequence_op(module, name, eqn)
     if eqn.primitive.name != "dot_general":
         return render_lapack(module, name, eqn)
-    if flags.gemm_library() == "native" and native_gemm_applies(eqn):
+    if uses_native_gemm(eqn):
         if epilogue is None or epilogue_kernel is None:
             return render_native_gemm_rows(module, name, eqn) if split \
                 else render_native_gemm(module, name, eqn)

@@ -91,8 +91,8 @@ def _applies(eqn: Eqn, native_library: bool = False) -> bool:
         return False  # one library call (llvm/sequences.py)
     if name in CALL_LIKE or name == "custom_lin":
         return True
-    if name == "dot_general" and not expand_dot.needs_expansion(eqn):
-        return False  # a gemm (BLAS on llvm, a tiled kernel on opencl)
+    if name == "dot_general" and not expand_dot.needs_expansion(eqn, native_library):
+        return False  # a gemm (fgrad's own on llvm, int32 too; a tiled kernel on opencl)
     if name == "dot_general":
         return True  # bfloat16 too: its float32 gemm is native, its conversions host steps
     avals = [a.aval for a in eqn.inputs] + [v.aval for v in eqn.outvars]

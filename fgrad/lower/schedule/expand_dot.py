@@ -12,7 +12,8 @@ Out: the product.
 - integers and bool: reduce_sum over the contracted axes of a broadcast elementwise
   product, so the schedule makes ONE reduction kernel with the multiply fused in (nothing
   of the (batch, m, k, n) product is stored); bool contracts with `or` of `and`, which is
-  what the impl's integer matmul gives after the cast back to bool.
+  what the impl's integer matmul gives after the cast back to bool. Not int32 on a backend
+  with its own GEMM (llvm: `needs_expansion(own_gemm=True)`), which computes it natively.
 """
 from __future__ import annotations
 
@@ -30,10 +31,12 @@ def _free(ndim: int, *used: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(i for i in range(ndim) if i not in taken)
 
 
-def needs_expansion(eqn: Any) -> bool:
+def needs_expansion(eqn: Any, own_gemm: bool = False) -> bool:
     """Whether a dot_general equation runs as this expansion (gemm cannot take it). An
-    operand layout BLAS cannot read does not count: the schedule packs such operands."""
-    return eqn.primitive.name == "dot_general" and gemm_reason(eqn, layout=False) is not None
+    operand layout BLAS cannot read does not count: the schedule packs such operands.
+    `own_gemm`: the backend's own GEMM takes int32 products (llvm)."""
+    return eqn.primitive.name == "dot_general" \
+        and gemm_reason(eqn, layout=False, integer=own_gemm) is not None
 
 
 def dot_as_reduction(x: Any, y: Any, *, dimension_numbers: Any) -> list[Any]:

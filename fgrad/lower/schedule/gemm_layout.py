@@ -16,6 +16,8 @@ from fgrad.core.dtypes import dtypes
 from fgrad.core.ir import Eqn, Jaxpr, ShapedArray, Var
 
 GEMM_DTYPES = frozenset({dtypes.float32, dtypes.float64})
+# computed by a backend's own GEMM where it has one (llvm), else expanded (expand_dot.py)
+INT_GEMM_DTYPES = frozenset({dtypes.int32})
 BLAS_INT_MAX = 2 ** 31 - 1  # BLAS sizes and leading dimensions are 32-bit ints
 
 
@@ -91,12 +93,16 @@ def gemm_dims(eqn: Eqn) -> GemmDims | None:
     return GemmDims(tuple(xs[a] for a in xb), m, n, k, lhs, rhs)
 
 
-def gemm_reason(eqn: Eqn, layout: bool = True) -> str | None:
+def gemm_reason(eqn: Eqn, layout: bool = True, integer: bool = True) -> str | None:
     """Why a dot_general cannot be a native BLAS gemm (None: it can). With `layout` False,
-    only what `pack_gemm_operands` cannot fix counts (dtype, literal operands)."""
+    only what `pack_gemm_operands` cannot fix counts (dtype, literal operands). `integer`:
+    whether an int32 product counts as a gemm (the backend has its own; an int32 product
+    that reaches the schedule was left for it by `expand`)."""
     dtype = eqn.outvars[0].aval.dtype
-    if dtype not in GEMM_DTYPES:
+    if dtype not in GEMM_DTYPES and not (integer and dtype in INT_GEMM_DTYPES):
         return f"dot_general on {dtype.name}: native matmul (BLAS) covers float32/float64"
+    if dtype in INT_GEMM_DTYPES and any(a.aval.size == 0 for a in [*eqn.inputs, *eqn.outvars]):
+        return "an empty int32 dot_general (no BLAS to hand it to): expanded"
     if not all(isinstance(a, Var) for a in eqn.inputs):
         return "dot_general on a literal operand"
     if not layout:
@@ -173,9 +179,10 @@ def _pack_dot(eqn: Eqn, producers: dict[int, Eqn], eqns: list[Eqn], packs: Packs
 
 
 def _is_float_dot(eqn: Eqn) -> bool:
-    """A float32/float64 dot_general on variables (what `pack_gemm_operands` rewrites)."""
+    """A float32/float64 (or int32, left for a backend's own GEMM) dot_general on
+    variables (what `pack_gemm_operands` rewrites)."""
     return eqn.primitive.name == "dot_general" and len(eqn.outvars) == 1 \
-        and eqn.outvars[0].aval.dtype in GEMM_DTYPES \
+        and eqn.outvars[0].aval.dtype in GEMM_DTYPES | INT_GEMM_DTYPES \
         and all(isinstance(a, Var) for a in eqn.inputs)
 
 

@@ -22,7 +22,7 @@ SHAPES = [(1, 1, 1), (7, 31, 64), (31, 7, 257), (64, 257, 7), (257, 64, 31), (10
           (257, 1, 1000)]
 DTYPES = {"float32": np.float32, "float64": np.float64, "float16": np.float16,
           "bfloat16": ml_dtypes.bfloat16, "int32": np.int32}
-SLOW_DTYPE_LIMIT = 5_000_000   # multiply-adds: int32 matmuls run as fused kernels
+SLOW_DTYPE_LIMIT = 5_000_000   # multiply-adds of the half dtypes (conversions on the host)
 
 
 def _tolerance(name: str, k: int) -> dict[str, float]:
@@ -49,7 +49,7 @@ def _cases() -> list[Any]:
     out = []
     for name in DTYPES:
         for m, n, k in SHAPES:
-            if name not in ("float32", "float64") and m * n * k > SLOW_DTYPE_LIMIT:
+            if name not in ("float32", "float64", "int32") and m * n * k > SLOW_DTYPE_LIMIT:
                 continue
             out.append(pytest.param(name, m, n, k, id=f"{name}-{m}x{n}x{k}"))
     return out
@@ -87,7 +87,7 @@ def test_batched_and_broadcast_batch(name: str, m: int, n: int, k: int) -> None:
     _check(bt(Tensor(a), Tensor(bn)), a.astype(np.float64) @ b.astype(np.float64), name, k)
 
 
-@pytest.mark.parametrize("name", ["float32", "float64"])
+@pytest.mark.parametrize("name", ["float32", "float64", "int32"])
 @pytest.mark.parametrize("m,n,k", [(1000, 257, 64), (257, 1000, 31), (1000, 64, 257)])
 def test_split_path_matches_numpy(name: str, m: int, n: int, k: int) -> None:
     a, b = _operand((m, k), name), _operand((k, n), name)
@@ -111,3 +111,15 @@ def test_half_precision_is_a_float32_gemm_rounded_once(name: str):
     got = out.numpy().astype(np.float64)
     ulp = np.abs(want.astype(np.float64)) * {"float16": 2**-10, "bfloat16": 2**-7}[name]
     assert np.all(np.abs(got - want.astype(np.float64)) <= ulp + 1e-6)
+
+
+def test_int32_is_a_native_gemm_that_wraps_like_numpy() -> None:
+    """int32 runs on fgrad's own GEMM (integer multiply-adds in the micro-kernel), and
+    its products and sums wrap around as NumPy's int32 matmul does."""
+    a = np.full((40, 300), 2 ** 20, np.int32)
+    b = np.full((300, 50), 2 ** 20 + 3, np.int32)
+    fn = fgrad.jit(lambda x, y: x @ y, backend="llvm")
+    assert "gemm i32 batch=() m=40 n=50 k=300" in fn.lower(Tensor(a), Tensor(b)).as_text()
+    np.testing.assert_array_equal(fn(Tensor(a), Tensor(b)).numpy(), a @ b)
+    empty = fn(Tensor(np.ones((0, 300), np.int32)), Tensor(b)).numpy()
+    assert empty.shape == (0, 50) and empty.dtype == np.int32

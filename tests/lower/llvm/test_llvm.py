@@ -55,10 +55,10 @@ def test_schedule_prints_kernels_and_host_steps() -> None:
     def f(x: Tensor, w: Tensor) -> Tensor:
         return (x @ w).relu().sum()
 
-    s = sched_of(f, Tensor(np.ones((4, 8), np.int32)), Tensor(np.ones((8, 3), np.int32)))
-    text = str(s)  # (float32 matmuls are native gemms: see test_llvm_gemm.py)
+    s = sched_of(f, Tensor(np.ones((4, 8), np.int64)), Tensor(np.ones((8, 3), np.int64)))
+    text = str(s)  # (float32 and int32 matmuls are native gemms: see test_llvm_gemm.py)
     assert "host dot_general" in text and "temporary fallback" in text
-    assert "kernel reduce axes=(0, 1) i32[4,3] (c) -> (" in text
+    assert "kernel reduce axes=(0, 1) i64[4,3] (c) -> (" in text
     assert text.endswith("reduce_sum")
     assert isinstance(s.steps[0], HostStep)
 

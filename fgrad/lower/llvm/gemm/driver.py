@@ -26,7 +26,7 @@ from llvmlite import ir
 from fgrad.core.dtypes import dtypes
 from fgrad.core.ir import Eqn
 from fgrad.lower.llvm import target
-from fgrad.lower.llvm.gemm.native import (FLOAT_TYPES, I1, I64, I8P, KC, MC_TARGET, NC, _c,
+from fgrad.lower.llvm.gemm.native import (GEMM_TYPES, I64, I8P, KC, MC_TARGET, NC, _c,
                                           _libc, _loop, _smin, micro_args, routine_prefix,
                                           shared_routines, tile_shape)
 from fgrad.lower.kernel.ir import Kernel
@@ -299,12 +299,12 @@ def _thunk(module: ir.Module, name: str, epilogue: ir.Function,
 
 @functools.cache
 def routine_texts(dtype_name: str) -> tuple[str, ...]:
-    """The shared routines for "float32" or "float64" (the micro-kernel, the four packing
+    """The shared routines for "float32", "float64" or "int32" (the micro-kernel, the four packing
     routines, the driver), one LLVM IR module text each, so they compile in parallel and
     are cached apart."""
-    if dtype_name not in ("float32", "float64"):
+    if dtype_name not in ("float32", "float64", "int32"):
         raise ValueError(f"routine_texts: no shared GEMM routines for {dtype_name!r}")
-    ft, size = FLOAT_TYPES[dtypes.float32 if dtype_name == "float32" else dtypes.float64]
+    ft, size = GEMM_TYPES[getattr(dtypes, dtype_name)]
     texts = []
     parts: list[tuple[str, bool]] = [("micro", False), ("a", False), ("a", True), ("b", False),
                                      ("b", True), ("driver", False)]
@@ -333,11 +333,11 @@ def render_native_gemm_rows(module: ir.Module, name: str, eqn: Eqn,
     once they are final (or, when it takes no row range, once at the end)."""
     dims = gemm_dims(eqn)
     dtype = eqn.outvars[0].aval.dtype
-    if dims is None or dtype not in FLOAT_TYPES or dims.k == 0:
-        raise ValueError(f"render_native_gemm_rows: {name} is not a float dot_general with a "
-                         f"BLAS view ({eqn.inputs[0].aval} x {eqn.inputs[1].aval}); a bug in "
-                         f"the schedule")
-    ft, size = FLOAT_TYPES[dtype]
+    if dims is None or dtype not in GEMM_TYPES or dims.k == 0:
+        raise ValueError(f"render_native_gemm_rows: {name} is not a float/int32 dot_general "
+                         f"with a BLAS view ({eqn.inputs[0].aval} x {eqn.inputs[1].aval}); a "
+                         f"bug in the schedule")
+    ft, size = GEMM_TYPES[dtype]
     register = None if epilogue_kernel is None else register_epilogue(eqn, epilogue_kernel)
     return render_call_site(module, name, dims, ft, size, epilogue, row_scale,
                             prepack_plan(eqn) if split else None, register, private)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from fgrad.core.ir import Eqn
 from fgrad.lower.kernel.ir import Const, Expr, Kernel, Load, Loop, Op, Store
-from fgrad.lower.llvm.gemm.native import EPILOGUE_MODES
+from fgrad.lower.llvm.gemm.native import EPILOGUE_MODES, FLOAT_TYPES
 from fgrad.lower.schedule.gemm_layout import gemm_dims
 
 
@@ -74,7 +74,8 @@ def register_epilogue(eqn: Eqn, kernel: Kernel) -> RegisterEpilogue | None:
         store, column = inner, ""
     else:
         return None
-    if not isinstance(store, Store) or store.value.dtype != eqn.outvars[0].aval.dtype:
+    if not isinstance(store, Store) or store.value.dtype != eqn.outvars[0].aval.dtype \
+            or store.value.dtype not in FLOAT_TYPES:
         return None
     product = str(store.index)
     value, relu = store.value, False
@@ -93,9 +94,8 @@ def register_epilogue(eqn: Eqn, kernel: Kernel) -> RegisterEpilogue | None:
 def register_note(eqn: Eqn, kernel: Kernel) -> str:
     """" (bias+relu in registers)" and the like for the printout, or "" when the fused
     kernel runs through the driver's thunk."""
-    from fgrad import flags
-    from fgrad.lower.llvm.gemm.native import native_gemm_applies
-    if flags.gemm_library() != "native" or not native_gemm_applies(eqn):
+    from fgrad.lower.llvm.gemm.native import uses_native_gemm
+    if not uses_native_gemm(eqn):
         return ""
     found = register_epilogue(eqn, kernel)
     if found is None:

@@ -36,6 +36,8 @@ I1 = ir.IntType(1)
 I64 = ir.IntType(64)
 I8P = ir.IntType(8).as_pointer()
 FLOAT_TYPES = {dtypes.float32: (ir.FloatType(), 4), dtypes.float64: (ir.DoubleType(), 8)}
+# every dtype the GEMM computes: int32 with wrapping products and sums (NumPy's int32 matmul)
+GEMM_TYPES = {**FLOAT_TYPES, dtypes.int32: (ir.IntType(32), 4)}
 KC = 256
 MC_TARGET = 144
 NC = 2048
@@ -129,7 +131,7 @@ class _Routines:
         head, body, done = (fn.append_basic_block(s) for s in ("k.head", "k.body", "k.done"))
         b.branch(head)
         b.position_at_end(head)
-        zero = ir.Constant(self.vt, [0.0] * lanes)
+        zero = self._zero(self.vt)
         p = b.phi(I64, name="p")
         p.add_incoming(_c(0), entry)
         accs = [[b.phi(self.vt, name=f"c{i}_{v}") for v in range(nr // lanes)]
@@ -143,8 +145,7 @@ class _Routines:
         bvecs = [b.load(b.bitcast(b.gep(bp, [b.add(b.mul(p, _c(nr)), _c(v * lanes))],
                                         inbounds=True), vp), align=self.size)
                  for v in range(nr // lanes)]
-        fma = _libc(self.module, f"llvm.fma.v{lanes}{self._suffix()}", self.vt,
-                    [self.vt] * 3)
+        fma = self._multiply_add()
         new = []
         for i in range(mr):
             x = b.load(b.gep(a, [b.add(b.mul(p, _c(mr)), _c(i))], inbounds=True))
@@ -153,7 +154,7 @@ class _Routines:
             splat = b.shuffle_vector(splat, ir.Constant(self.vt, ir.Undefined),
                                      ir.Constant(ir.VectorType(ir.IntType(32), lanes),
                                                  [0] * lanes))
-            new.append([b.call(fma, [splat, bv, accs[i][v]]) for v, bv in enumerate(bvecs)])
+            new.append([fma(b, splat, bv, accs[i][v]) for v, bv in enumerate(bvecs)])
         latch = b.block
         p.add_incoming(b.add(p, _c(1), flags=("nsw",)), latch)
         for i in range(mr):
@@ -175,15 +176,38 @@ class _Routines:
             ptr = b.bitcast(b.gep(out2, [at]), vp)
             b.store(self._epilogue(b, total, mode, biases[v]), ptr, align=self.size)
 
+    def _integer(self) -> bool:
+        return isinstance(self.ft, ir.IntType)
+
+    def _zero(self, ty: ir.Type) -> ir.Constant:
+        """0 of the element type, or a vector of them."""
+        one = 0 if self._integer() else 0.0
+        return ir.Constant(ty, [one] * ty.count if isinstance(ty, ir.VectorType) else one)
+
+    def _add(self, b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
+        return b.add(x, y) if self._integer() else b.fadd(x, y)
+
+    def _multiply_add(self) -> Callable[[ir.IRBuilder, ir.Value, ir.Value, ir.Value],
+                                        ir.Value]:
+        """a * b + c on vectors: `llvm.fma` for floats, a wrapping multiply and add for
+        int32."""
+        if self._integer():
+            return lambda b, x, y, acc: b.add(b.mul(x, y), acc)
+        fma = _libc(self.module, f"llvm.fma.v{self.lanes}{self._suffix()}", self.vt,
+                    [self.vt] * 3)
+        return lambda b, x, y, acc: b.call(fma, [x, y, acc])
+
     def _suffix(self) -> str:
         return "f64" if isinstance(self.ft, ir.DoubleType) else "f32"
 
     def _epilogue(self, b: ir.IRBuilder, total: ir.Value, mode: ir.Value,
                   bias: ir.Value) -> ir.Value:
         """`total` through the register epilogue `mode` (a vector or a scalar; `bias` the
-        matching load, read only when the mode adds it)."""
-        zero = ir.Constant(total.type, [0.0] * self.lanes if isinstance(
-            total.type, ir.VectorType) else 0.0)
+        matching load, read only when the mode adds it). Float products only: an int32
+        gemm is never given a mode (`epilogue.register_epilogue`)."""
+        if self._integer():
+            return total
+        zero = self._zero(total.type)
         has_bias = b.or_(b.icmp_signed("==", mode, _c(EPILOGUE_MODES["bias"])),
                          b.icmp_signed("==", mode, _c(EPILOGUE_MODES["bias_relu"])))
         biased = b.select(has_bias, b.fadd(total, bias), total)
@@ -214,7 +238,7 @@ class _Routines:
                         at = b.add(row, _c(v * lanes))
                         ptr = b.bitcast(b.gep(c, [at], inbounds=True), vp)
                         old = b.load(ptr, align=self.size)
-                        total = b.select(first, accs[i][v], b.fadd(old, accs[i][v]))
+                        total = b.select(first, accs[i][v], self._add(b, old, accs[i][v]))
                         totals.append((at, v, total))
                 with b.if_else(own) as (fused, plain):
                     with fused:
@@ -238,7 +262,7 @@ class _Routines:
                         at = b.add(b.mul(i, ldc), j)
                         dst = b.gep(c, [at], inbounds=True)
                         val = b.load(src)
-                        total = b.select(first, val, b.fadd(b.load(dst), val))
+                        total = b.select(first, val, self._add(b, b.load(dst), val))
                         with b.if_else(active) as (epilogue, plain):
                             with epilogue:
                                 scale = b.load(b.gep(bias, [j]))  # bias has n entries
@@ -284,7 +308,7 @@ class _Routines:
         """The layout of `_pack`, filled one outer index at a time (contiguous reads along
         k, stores `width` apart): the form for operands stored with k innermost."""
         count = b.sdiv(b.add(b.sub(limit, first), _c(width - 1)), _c(width))
-        zero = ir.Constant(self.ft, 0.0)
+        zero = self._zero(self.ft)
 
         def sliver(t: ir.Value) -> None:
             start = b.add(first, b.mul(t, _c(width)))
@@ -310,7 +334,7 @@ class _Routines:
         lie side by side: a whole sliver's step is one vector load and store (not `width`
         scalar pairs for the SLP vectorizer to find, which cost it compile time)."""
         count = b.sdiv(b.add(b.sub(limit, first), _c(width - 1)), _c(width))
-        zero = ir.Constant(self.ft, 0.0)
+        zero = self._zero(self.ft)
         vp = ir.VectorType(self.ft, width).as_pointer()
 
         def sliver(t: ir.Value) -> None:
@@ -344,26 +368,33 @@ class _Routines:
 def routine_prefix(ft: ir.Type, size: int) -> str:
     """Symbol prefix of the shared routines for this dtype at the host's tile."""
     mr, nr, _ = tile_shape(size)
-    kind = "f64" if isinstance(ft, ir.DoubleType) else "f32"
+    kind = "i32" if isinstance(ft, ir.IntType) else "f64" if isinstance(ft, ir.DoubleType) \
+        else "f32"
     return f"fgrad_gemm{ROUTINES_VERSION}_{kind}_{mr}x{nr}"
 
 
 def routine_dtypes(library_calls: dict[str, Eqn]) -> list[str]:
-    """The dtypes ("float32"/"float64") whose shared routines these calls need."""
+    """The dtypes ("float32", "float64", "int32") whose shared routines these calls need."""
+    names = {dtypes.float32: "float32", dtypes.float64: "float64", dtypes.int32: "int32"}
+    return sorted({names[e.outvars[0].aval.dtype] for e in library_calls.values()
+                   if e.primitive.name == "dot_general" and uses_native_gemm(e)})
+
+
+def uses_native_gemm(eqn: Eqn) -> bool:
+    """Whether fgrad's own GEMM runs this dot_general here: a float one under the `native`
+    gemm setting (else OpenBLAS), an int32 one always (OpenBLAS has no integer gemm)."""
     from fgrad import flags
-    if flags.gemm_library() != "native":
-        return []
-    sizes = {e.outvars[0].aval.dtype.itemsize for e in library_calls.values()
-             if e.primitive.name == "dot_general" and native_gemm_applies(e)}
-    return sorted({4: "float32", 8: "float64"}[size] for size in sizes)
+    return native_gemm_applies(eqn) and (flags.gemm_library() == "native"
+                                         or eqn.outvars[0].aval.dtype not in FLOAT_TYPES)
 
 
 def native_gemm_applies(eqn: Eqn) -> bool:
-    """Whether fgrad's own GEMM computes this dot_general: float32/64 with a BLAS view and
-    no empty dimension (empty products keep the BLAS path, which handles them)."""
+    """Whether fgrad's own GEMM can compute this dot_general: float32/64 or int32 with a
+    BLAS view and no empty dimension (an empty float product keeps the BLAS path, which
+    handles it; an empty int32 one is expanded, `gemm_layout.gemm_reason`)."""
     dims = gemm_dims(eqn)
     return dims is not None and min(dims.m, dims.n, dims.k, *dims.batch) > 0 \
-        and eqn.outvars[0].aval.dtype in FLOAT_TYPES
+        and eqn.outvars[0].aval.dtype in GEMM_TYPES
 
 
 def _loads_of(e: Expr, buf: int, found: list[Load]) -> None:

@@ -32,7 +32,7 @@ from llvmlite import ir
 from fgrad import flags
 from fgrad.core.ir import Eqn
 from fgrad.lower.llvm.gemm.native import (I64, KC, MC_TARGET, _c, _libc, _loop, _smin,
-                                          native_gemm_applies, routine_prefix, tile_shape)
+                                          routine_prefix, tile_shape, uses_native_gemm)
 from fgrad.lower.schedule.gemm_layout import gemm_dims
 
 PACK_COLS = 128          # columns of B per packing unit (divides NC, a multiple of NR)
@@ -65,7 +65,7 @@ def prepack_plan(eqn: Eqn) -> PrepackPlan | None:
     batched product, too little work to split (blas.MIN_SPLIT_FLOPS; a row chunk holds at
     least blas.MIN_CHUNK_FLOPS), or a B too large to copy."""
     from fgrad.lower.llvm import blas
-    if not ENABLED or flags.gemm_library() != "native" or not native_gemm_applies(eqn):
+    if not ENABLED or not uses_native_gemm(eqn):
         return None
     dims = gemm_dims(eqn)
     if dims is None or dims.batch:
