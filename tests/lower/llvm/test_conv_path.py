@@ -80,12 +80,10 @@ FIXTURES = np.load(os.path.join(os.path.dirname(os.path.abspath(__file__)), "fix
 CASES = sorted({key.split(".")[0] for key in FIXTURES.files})
 
 
-@pytest.mark.parametrize("dtype", [np.float64, np.float32])
-@pytest.mark.parametrize("case", CASES)
-def test_conv2d_forward_and_backward_match_pytorch(case: str, dtype: Any) -> None:
+def _fixture_problem(case: str, dtype: Any) -> tuple[Any, Any, tuple[Tensor, ...]]:
+    """(conv, loss, (x, w, b, dy)) of fixture `case` in `dtype`; loss is sum(conv * dy)."""
     get = lambda k: FIXTURES[f"{case}.{k}"]  # noqa: E731
     groups, stride, dilation, padding = (int(v) for v in get("args"))
-    x, w, b, dy = (Tensor(get(k).astype(dtype)) for k in ("x", "w", "b", "dy"))
 
     def conv(x: Tensor, w: Tensor, b: Tensor) -> Tensor:
         return x.conv2d(w, b, groups=groups, stride=stride, dilation=dilation,
@@ -93,7 +91,13 @@ def test_conv2d_forward_and_backward_match_pytorch(case: str, dtype: Any) -> Non
 
     def loss(x: Tensor, w: Tensor, b: Tensor, dy: Tensor) -> Tensor:
         return (conv(x, w, b) * dy).sum()
+    return conv, loss, tuple(Tensor(get(k).astype(dtype)) for k in ("x", "w", "b", "dy"))
 
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("case", CASES)
+def test_conv2d_forward_and_backward_match_pytorch(case: str, dtype: Any) -> None:
+    conv, loss, (x, w, b, dy) = _fixture_problem(case, dtype)
     grad = fgrad.grad(loss, argnums=(0, 1, 2))
     forward = _schedule_text(conv, x, w, b)
     for text in (forward, _schedule_text(grad, x, w, b, dy)):
@@ -107,17 +111,8 @@ def test_conv2d_forward_and_backward_match_pytorch(case: str, dtype: Any) -> Non
 
 def _check_fixture(case: str, dtype: Any, backend: str) -> None:
     """conv2d of fixture `case` and its gradients on `backend` against PyTorch's."""
+    conv, loss, (x, w, b, dy) = _fixture_problem(case, dtype)
     get = lambda k: FIXTURES[f"{case}.{k}"]  # noqa: E731
-    groups, stride, dilation, padding = (int(v) for v in get("args"))
-    x, w, b, dy = (Tensor(get(k).astype(dtype)) for k in ("x", "w", "b", "dy"))
-
-    def conv(x: Tensor, w: Tensor, b: Tensor) -> Tensor:
-        return x.conv2d(w, b, groups=groups, stride=stride, dilation=dilation,
-                        padding=padding)
-
-    def loss(x: Tensor, w: Tensor, b: Tensor, dy: Tensor) -> Tensor:
-        return (conv(x, w, b) * dy).sum()
-
     tol = {"rtol": 1e-10, "atol": 1e-10} if dtype == np.float64 else {"rtol": 2e-4,
                                                                       "atol": 2e-4}
     got = fgrad.jit(conv, backend=backend)(x, w, b).numpy()
