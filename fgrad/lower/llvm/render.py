@@ -14,7 +14,7 @@ flags, so results match NumPy's IEEE ones.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 from llvmlite import ir
 
@@ -24,7 +24,6 @@ from fgrad.lower.kernel.index import Clamp, Div, Dyn, Ix, Mod, Sym, ix_range
 from fgrad.lower.kernel.build import identity
 from fgrad.lower.kernel.ir import (AccInit, AccRead, AccUpdate, Cond, Const, Expr, IndexPred,
                                    IndexValue, Kernel, Load, Loop, Op, Stmt, Store)
-from fgrad import flags
 from fgrad.lower.llvm.blas import register_symbols, render_gemm, single_threaded_blas
 from fgrad.lower.llvm.gemm.driver import render_native_gemm, render_native_gemm_rows
 from fgrad.lower.llvm.gemm.prepack import PrepackPlan, prepack_plan, serial_line

@@ -29,7 +29,6 @@ from dataclasses import dataclass
 
 from llvmlite import ir
 
-from fgrad import flags
 from fgrad.core.ir import Eqn
 from fgrad.lower.llvm.gemm.native import (I64, KC, MC_TARGET, _c, _libc, _loop, _smin,
                                           routine_prefix, tile_shape, uses_native_gemm)
