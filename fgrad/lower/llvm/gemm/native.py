@@ -1,6 +1,6 @@
 """fgrad's own GEMM for the llvm backend: packed panels and a register-blocked micro-kernel.
 
-In: a float32/float64 element type. Out: the shared routines every product calls, the
+In: a float32/float64 (or int32) element type. Out: the shared routines every product calls, the
 micro-kernel and four packing routines (`shared_routines`); the loops that call them are the
 shared driver of gemm/driver.py. Also: which dot_generals this GEMM computes
 (`native_gemm_applies`) and which kernels it runs inside as epilogues (`epilogue_fits`).

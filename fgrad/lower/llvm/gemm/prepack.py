@@ -1,6 +1,6 @@
 """A split GEMM whose B operand is packed once, by all threads, before any row is computed.
 
-In: an unbatched float dot_general large enough to split over the pool. Out: its
+In: an unbatched float or int32 dot_general large enough to split over the pool. Out: its
 `PrepackPlan` (how many packing units and row chunks its call has), the shared routine
 `<prefix>_prepack(i64* dims, T* dest, T* rhs, i64 unit)` that packs one unit, and the body
 of the call site that runs units (`emit_units`).
