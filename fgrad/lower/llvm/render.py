@@ -26,7 +26,7 @@ from fgrad.lower.kernel.ir import (AccInit, AccRead, AccUpdate, Cond, Const, Exp
                                    IndexValue, Kernel, Load, Loop, Op, Stmt, Store)
 from fgrad.lower.llvm.blas import register_symbols, render_gemm, single_threaded_blas
 from fgrad.lower.llvm.gemm.driver import render_native_gemm, render_native_gemm_rows
-from fgrad.lower.llvm.gemm.prepack import PrepackPlan, prepack_plan, serial_line
+from fgrad.lower.llvm.gemm.prepack import prepack_plan
 from fgrad.lower.llvm.gemm.native import epilogue_row_scale, uses_native_gemm
 from fgrad.lower.llvm.blas import library_chunking, render_gemm_rows
 from fgrad.lower.llvm.lapack import lapack_symbols, register_named, render_lapack
@@ -390,12 +390,12 @@ def render_entry(module: ir.Module, name: str, calls: Sequence[Call],
 def _emit_calls(calls: Sequence[Call], functions: dict[str, ir.Function],
                 kernels: dict[str, Kernel],
                 library: dict[str, tuple[int, int, int]] | None = None,
-                prepacks: dict[str, PrepackPlan] | None = None) -> Any:
+                prepacks: frozenset[str] = frozenset()) -> Any:
     """`emit(b, n, chunk)` for llvm_threads.render_part: call n of the segment, on its
     chunk of the split loop, or whole (a split kernel then gets its full range); `line`:
     the call's counters in a parallel part's state (threads.render_part)."""
     extents = _extents(calls, kernels, library)
-    prepacked = prepacks or {}
+    prepacked = prepacks
 
     def emit(b: ir.IRBuilder, n: int, chunk: tuple[ir.Value, ir.Value] | None,
              line: ir.Value | None = None) -> None:
@@ -404,7 +404,9 @@ def _emit_calls(calls: Sequence[Call], functions: dict[str, ir.Function],
             chunk = (_i64(0), _i64(extents[n]))
         extra: list[ir.Value] = list(chunk or ())
         if name in prepacked:   # its chunks need the call's state line (gemm/prepack.py)
-            extra.append(line if line is not None else serial_line(b, prepacked[name]))
+            if line is None:    # a split gemm always makes its part parallel (plan_parts)
+                raise AssertionError(f"{name}: a prepacked gemm outside a parallel part")
+            extra.append(line)
         _call(b, b.function.args[0], functions[name], slots, extra)
     return emit
 
@@ -491,8 +493,8 @@ def render_module(kernels: Sequence[Kernel], segments: Sequence[Sequence[Call]],
                  else render_kernel(module, k) for k in kernels}
     by_name = {k.name: k for k in kernels}
     library = library_chunking(library_calls or {})
-    prepacks = {name: plan for name, eqn in (library_calls or {}).items()
-                if name in library and (plan := prepack_plan(eqn)) is not None}
+    prepacks = frozenset(name for name, eqn in (library_calls or {}).items()
+                         if name in library and prepack_plan(eqn) is not None)
     epilogues = epilogues or {}
     for name, eqn in (library_calls or {}).items():
         if name in external:

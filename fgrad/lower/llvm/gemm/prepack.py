@@ -160,12 +160,3 @@ def emit_units(b: ir.IRBuilder, plan: PrepackPlan, ft: ir.Type, size: int,
                     b.call(free, [b.bitcast(block, ir.IntType(8).as_pointer())])
     _loop(b, start, stop, 1, unit, "unit")
 
-
-def serial_line(b: ir.IRBuilder, plan: PrepackPlan) -> ir.Value:
-    """A state line for a prepacked call that one thread runs whole, in order: zeroed,
-    with every packing unit counted done (they run before the rows anyway)."""
-    line = b.alloca(I64, size=16, name="line")
-    for slot in range(16):
-        b.store(_c(plan.units if slot == DONE_SLOT else 0), b.gep(line, [_c(slot)]))
-    return line
-
