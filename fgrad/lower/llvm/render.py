@@ -20,9 +20,11 @@ from llvmlite import ir
 
 from fgrad.core.dtypes import dtypes
 from fgrad.core.ir import Eqn
-from fgrad.lower.kernel.index import Clamp, Div, Dyn, Ix, Mod, Sym, ix_range
+from fgrad.lower.kernel.index import Clamp, Div, Dyn, Ix, Mod, Sym
 from fgrad.lower.kernel.build import identity
-from fgrad.lower.kernel.ir import (AccInit, AccRead, AccUpdate, Cond, Const, Expr, IndexPred,
+from fgrad.lower.kernel.pieces import (clamp_idle, decide, fixed_quotient, piece_ranges,
+                                       range_in)
+from fgrad.lower.kernel.ir import (AccInit, AccRead, AccUpdate, Const, Expr, IndexPred,
                                    IndexValue, Kernel, Load, Loop, Op, Stmt, Store)
 from fgrad.lower.llvm.blas import register_symbols, render_gemm, single_threaded_blas
 from fgrad.lower.llvm.gemm.driver import render_native_gemm, render_native_gemm_rows
@@ -44,6 +46,13 @@ UNROLL_MAX_EXTENT = 16     # loops at least this long are never unrolled (`loop_
 
 def _i64(v: int) -> ir.Constant:
     return ir.Constant(I64, v)
+
+
+def _inner_trips(s: Loop) -> int:
+    """Iterations of the deepest nest inside `s` for one of its own (1 when innermost): an
+    outer loop around that much work is not worth unrolling (LLVM would copy the nest)."""
+    return max((t.sym.extent * _inner_trips(t) for t in s.body if isinstance(t, Loop)),
+               default=1)
 
 
 class _KernelRenderer:
@@ -87,7 +96,7 @@ class _KernelRenderer:
             self.acc_update(s)
 
     def loop(self, s: Loop) -> None:
-        pieces = _piece_ranges(s) if s is not self.kernel.body[0] or not self.chunk else []
+        pieces = piece_ranges(s) if s is not self.kernel.body[0] or not self.chunk else []
         if len(pieces) < 2:
             self.loop_range(s, None)
             return
@@ -122,7 +131,8 @@ class _KernelRenderer:
         backedge = b.branch(head)
         innermost = not any(isinstance(t, Loop) for t in s.body)
         interleave = innermost and s.sym.extent >= INTERLEAVE_MIN_EXTENT
-        no_unroll = s.sym.extent >= (INTERLEAVE_MIN_EXTENT if innermost else UNROLL_MAX_EXTENT)
+        no_unroll = (s.sym.extent >= (INTERLEAVE_MIN_EXTENT if innermost else UNROLL_MAX_EXTENT)
+                     or _inner_trips(s) >= INTERLEAVE_MIN_EXTENT)
         if interleave or no_unroll:
             backedge.set_metadata("llvm.loop", self.loop_id(s.sym.name, interleave, no_unroll))
         b.position_at_end(done)
@@ -197,6 +207,10 @@ class _KernelRenderer:
         if isinstance(e, IndexPred):
             return self.predicate(e)
         assert isinstance(e, Op)
+        if e.op == "select":
+            which = self.value(e.args[0])
+            if isinstance(which, ir.Constant):   # decided by a piece: the other side is dead
+                return self.value(e.args[1] if which.constant else e.args[2])
         args = [self.value(a) for a in e.args]
         return self.em.emit(e.op, args, [a.dtype for a in e.args], e.dtype)
 
@@ -213,7 +227,7 @@ class _KernelRenderer:
         b = self.b
         out: ir.Value = ir.Constant(I1, 1)
         for c in e.conds:
-            known = self.known_cond(c)
+            known = decide(c, self.known)
             if known is not None:   # decided by the piece of a split loop
                 if not known:
                     return ir.Constant(I1, 0)
@@ -224,17 +238,6 @@ class _KernelRenderer:
                 ok = b.and_(ok, b.icmp_signed("==", b.srem(i, _i64(c.step)), _i64(0)))
             out = b.and_(out, ok)
         return out
-
-    def known_cond(self, c: Cond) -> bool | None:
-        """A condition on a plain loop variable whose current piece decides it."""
-        sym = _plain_sym(c.index)
-        piece = self.known.get(sym) if sym is not None else None
-        if piece is None or c.step > 1:
-            return None
-        lo, hi = piece
-        if c.lo <= lo and hi <= c.hi:
-            return True
-        return False if hi < c.lo or lo > c.hi else None
 
     # ------------------------------------------------------------------ indices
 
@@ -261,11 +264,16 @@ class _KernelRenderer:
         if isinstance(a, Dyn):
             return self.run_time_index(a)
         x = self.index(a.arg)
-        nonneg = ix_range(a.arg)[0] >= 0
         if isinstance(a, Clamp):
+            if clamp_idle(a, self.known):
+                return x
             x = b.select(b.icmp_signed("<", x, _i64(0)), _i64(0), x)
             return b.select(b.icmp_signed(">", x, _i64(a.hi)), _i64(a.hi), x)
+        quotient = fixed_quotient(a, self.known)   # one value over the current pieces
+        if quotient is not None:
+            return _i64(quotient) if isinstance(a, Div) else b.sub(x, _i64(quotient * a.d))
         d = _i64(a.d)
+        nonneg = range_in(a.arg, self.known)[0] >= 0
         if isinstance(a, Div):
             if nonneg:
                 return b.udiv(x, d)
@@ -289,51 +297,6 @@ class _KernelRenderer:
             return b.select(b.icmp_unsigned(">", v, hi), hi, v)
         v = b.select(b.icmp_signed("<", v, _i64(0)), _i64(0), v)
         return b.select(b.icmp_signed(">", v, hi), hi, v)
-
-
-def _plain_sym(index: Ix) -> Sym | None:
-    """The loop variable when `index` is exactly one (coefficient 1, no constant)."""
-    if index.const or len(index.terms) != 1:
-        return None
-    atom, coeff = index.terms[0]
-    return atom if coeff == 1 and isinstance(atom, Sym) else None
-
-
-def _piece_ranges(loop: Loop) -> list[tuple[int, int]]:
-    """Where conditions on this (not innermost) loop's variable alone change, the ranges
-    between: a concatenate along this axis selects its piece by such conditions, and a
-    loop per range computes one piece per element instead of every piece and a select."""
-    if not any(isinstance(t, Loop) for t in loop.body):
-        return []
-    cuts = {0, loop.sym.extent}
-    for cond in _conds(loop.body):
-        if _plain_sym(cond.index) == loop.sym and cond.step == 1:
-            cuts.update(c for c in (cond.lo, cond.hi + 1) if 0 < c < loop.sym.extent)
-    edges = sorted(cuts)
-    return [(lo, hi - 1) for lo, hi in zip(edges, edges[1:])] if len(edges) <= 65 else []
-
-
-def _conds(stmts: Sequence[Stmt]) -> list[Cond]:
-    """Every index condition in a statement list (each expression node visited once)."""
-    found: list[Cond] = []
-    seen: set[int] = set()
-
-    def visit(e: Expr) -> None:
-        if id(e) in seen:
-            return
-        seen.add(id(e))
-        if isinstance(e, IndexPred):
-            found.extend(e.conds)
-        elif isinstance(e, Op):
-            for a in e.args:
-                visit(a)
-
-    for st in stmts:
-        if isinstance(st, Loop):
-            found.extend(_conds(st.body))
-        elif isinstance(st, (Store, AccUpdate)):
-            visit(st.value)
-    return found
 
 
 def _signature(kernel: Kernel, split: bool) -> ir.FunctionType:

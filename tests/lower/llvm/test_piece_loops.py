@@ -37,3 +37,47 @@ def test_innermost_concatenate_keeps_its_selects():
     assert "select" in text
     out = fgrad.jit(lambda a, b: Tensor.cat(a, b, dim=1) * 3)(a, b).numpy()
     np.testing.assert_array_equal(out, np.concatenate([np.ones((8, 3)), np.zeros((8, 5))], 1) * 3)
+
+
+def test_innermost_concatenate_of_long_pieces_is_one_loop_per_piece():
+    a = np.arange(8 * 32, dtype=np.float32).reshape(8, 32)
+    b = -np.arange(8 * 48, dtype=np.float32).reshape(8, 48)
+    fn = lambda a, b: Tensor.cat(a, b, dim=1) * 3   # noqa: E731
+    jaxpr, _ = open_jaxpr(fgrad.make_jaxpr(fn)(Tensor(a), Tensor(b)))
+    (kernel,) = plan(jaxpr).kernels
+    text = str(render_kernel(ir.Module(), kernel))
+    assert "select" not in text
+    out = fgrad.jit(fn)(Tensor(a), Tensor(b)).numpy()
+    np.testing.assert_array_equal(out, np.concatenate([a, b], 1) * 3)
+
+
+def _stacked(q, k, v):
+    return Tensor.stack(q.exp(), k * 2, v.sqrt(), dim=2).reshape(2, 8, 3 * 64) + 1
+
+
+def test_pieces_by_quotient_fold_the_quotient():
+    """stack-then-flatten selects its operand by i // 64: three loops, each reading only its
+    own operand with the quotient folded (no division, remainder or select on i)."""
+    rng = np.random.default_rng(1)
+    args = [rng.random((2, 8, 64)).astype(np.float32) for _ in range(3)]
+    jaxpr, _ = open_jaxpr(fgrad.make_jaxpr(_stacked)(*map(Tensor, args)))
+    (kernel,) = plan(jaxpr).kernels
+    text = str(render_kernel(ir.Module(), kernel))
+    assert len(re.findall(r'%"i2(\.\d+)?" = phi', text)) == 3
+    assert "udiv" not in text and "urem" not in text
+    assert text.count('call float @"llvm.sqrt.f32"') == 1   # each operand is read in its piece only
+    out = fgrad.jit(_stacked)(*map(Tensor, args)).numpy()
+    want = np.stack([np.exp(args[0]), args[1] * 2, np.sqrt(args[2])], 2).reshape(2, 8, 192) + 1
+    np.testing.assert_allclose(out, want, rtol=1e-6)
+
+
+def test_stacked_pieces_gradient_matches_numpy():
+    rng = np.random.default_rng(2)
+    args = [rng.random((2, 8, 64)).astype(np.float32) + 0.5 for _ in range(3)]
+    weight = rng.random((2, 8, 192)).astype(np.float32)
+    grads = fgrad.jit(fgrad.grad(lambda q, k, v: (_stacked(q, k, v) * Tensor(weight)).sum(),
+                                 argnums=(0, 1, 2)))(*map(Tensor, args))
+    w = weight.reshape(2, 8, 3, 64)
+    want = [w[:, :, 0] * np.exp(args[0]), w[:, :, 1] * 2, w[:, :, 2] * 0.5 / np.sqrt(args[2])]
+    for got, expected in zip(grads, want):
+        np.testing.assert_allclose(got.numpy(), expected, rtol=1e-5)
