@@ -19,11 +19,13 @@ from __future__ import annotations
 from typing import Mapping, Sequence
 
 from fgrad.lower.kernel.index import Clamp, Div, Dyn, Ix, IxAtom, Mod, Sym
-from fgrad.lower.kernel.ir import AccUpdate, Cond, Expr, IndexPred, Loop, Op, Stmt, Store
+from fgrad.lower.kernel.ir import (AccUpdate, Cond, Expr, IndexPred, IndexValue, Load, Loop,
+                                   Op, Stmt, Store)
 
 Known = Mapping[Sym, tuple[int, int]]
 MAX_PIECES = 64
 MIN_INNERMOST_PIECE = 16   # an innermost loop splits only into pieces at least this long
+MIN_TILE = 8               # an innermost loop is tiled by a divisor at least this large
 
 
 def plain_sym(index: Ix) -> Sym | None:
@@ -143,3 +145,53 @@ def clamp_idle(a: Clamp, known: Known) -> bool:
         return False
     lo, hi = range_in(a.arg, known)
     return 0 <= lo and hi <= a.hi
+
+
+def tile_width(loop: Loop, piece: tuple[int, int]) -> int | None:
+    """For an innermost loop read as `i // d` and `i % d` (a head split, a transpose of a
+    flattened axis), the d to render it by: an outer loop over i // d and an inner one over
+    i % d, so the reads are contiguous runs the vectorizer sees (as one loop, every lane
+    divides, and the loads become gathers). The smallest such d of at least MIN_TILE that
+    tiles `piece` (inclusive) exactly; None when there is none."""
+    if any(isinstance(t, Loop) for t in loop.body):
+        return None
+    lo, hi = piece
+    widths = sorted(d for d in _divisors_of(loop.body, loop.sym)
+                    if d >= MIN_TILE and lo % d == 0 and (hi + 1 - lo) % d == 0
+                    and hi + 1 - lo > d)
+    return widths[0] if widths else None
+
+
+def _divisors_of(stmts: Sequence[Stmt], sym: Sym) -> set[int]:
+    """Every d with `sym // d` or `sym % d` in the indices of `stmts`."""
+    found: set[int] = set()
+    seen: set[int] = set()
+
+    def visit_ix(ix: Ix) -> None:
+        for atom, _ in ix.terms:
+            if isinstance(atom, (Div, Mod)):
+                if plain_sym(atom.arg) == sym:
+                    found.add(atom.d)
+                visit_ix(atom.arg)
+            elif isinstance(atom, Clamp):
+                visit_ix(atom.arg)
+
+    def visit(e: Expr) -> None:
+        if id(e) in seen:
+            return
+        seen.add(id(e))
+        if isinstance(e, (Load, IndexValue)):
+            visit_ix(e.index)
+        elif isinstance(e, IndexPred):
+            for c in e.conds:
+                visit_ix(c.index)
+        elif isinstance(e, Op):
+            for a in e.args:
+                visit(a)
+
+    for st in stmts:
+        if isinstance(st, Store):
+            visit_ix(st.index)
+        if isinstance(st, (Store, AccUpdate)):
+            visit(st.value)
+    return found

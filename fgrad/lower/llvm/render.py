@@ -14,7 +14,7 @@ flags, so results match NumPy's IEEE ones.
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from llvmlite import ir
 
@@ -23,7 +23,7 @@ from fgrad.core.ir import Eqn
 from fgrad.lower.kernel.index import Clamp, Div, Dyn, Ix, Mod, Sym
 from fgrad.lower.kernel.build import identity
 from fgrad.lower.kernel.pieces import (clamp_idle, decide, fixed_quotient, piece_ranges,
-                                       range_in)
+                                       plain_sym, range_in, tile_width)
 from fgrad.lower.kernel.ir import (AccInit, AccRead, AccUpdate, Const, Expr, IndexPred,
                                    IndexValue, Kernel, Load, Loop, Op, Stmt, Store)
 from fgrad.lower.llvm.blas import register_symbols, render_gemm, single_threaded_blas
@@ -71,6 +71,7 @@ class _KernelRenderer:
             self.fn.args[-2].name, self.fn.args[-1].name = "start", "stop"
         self.b = ir.IRBuilder(self.fn.append_basic_block("entry"))
         self.known: dict[Sym, tuple[int, int]] = {}  # loop variable -> its current piece
+        self.tiles: dict[Sym, tuple[int, ir.Value, ir.Value]] = {}  # (d, i // d, i % d)
         self.em = Emitter(self.b)
         self.syms: dict[Sym, ir.Value] = {}
         self.values: dict[int, ir.Value] = {}
@@ -106,37 +107,61 @@ class _KernelRenderer:
         del self.known[s.sym]
 
     def loop_range(self, s: Loop, piece: tuple[int, int] | None) -> None:
-        """`for s.sym in range` (the chunk, a piece (lo, hi), or the whole extent)."""
-        b = self.b
-        before = b.block
-        head = self.fn.append_basic_block(f"{s.sym.name}.head")
-        body = self.fn.append_basic_block(f"{s.sym.name}.body")
-        done = self.fn.append_basic_block(f"{s.sym.name}.done")
-        b.branch(head)
-        b.position_at_end(head)
-        if piece is not None:
-            start, stop = _i64(piece[0]), _i64(piece[1] + 1)
-        else:
-            start, stop = self.chunk if s is self.kernel.body[0] and self.chunk else (
-                _i64(0), _i64(s.sym.extent))
-        i = b.phi(I64, name=s.sym.name)
-        i.add_incoming(start, before)
-        b.cbranch(b.icmp_signed("<", i, stop), body, done)
-        b.position_at_end(body)
+        """`for s.sym in range` (the chunk, a piece (lo, hi), or the whole extent); an
+        innermost loop read by quotient and remainder as two (`pieces.tile_width`)."""
         scope = (dict(self.values), dict(self.indices))
+        chunked = piece is None and s is self.kernel.body[0] and self.chunk
+        lo, hi = piece if piece is not None else (0, s.sym.extent - 1)
+        width = None if chunked else tile_width(s, (lo, hi))
+        if chunked:
+            self.counted(s.sym.name, *self.chunk, s, lambda i: self.loop_body(s, i))
+        elif width is None:
+            self.counted(s.sym.name, _i64(lo), _i64(hi + 1), s, lambda i: self.loop_body(s, i))
+        else:
+            def tile(q: ir.Value) -> None:
+                def element(r: ir.Value) -> None:
+                    self.tiles[s.sym] = (width, q, r)
+                    i = self.b.add(self.b.mul(q, _i64(width), flags=NSW), r, flags=NSW)
+                    self.loop_body(s, i)
+                self.counted(f"{s.sym.name}.r", _i64(0), _i64(width), s, element)
+            self.counted(f"{s.sym.name}.q", _i64(lo // width), _i64((hi + 1) // width), None,
+                         tile)
+            del self.tiles[s.sym]
+        self.values, self.indices = scope
+
+    def loop_body(self, s: Loop, i: ir.Value) -> None:
         self.syms[s.sym] = i
         for inner in s.body:
             self.stmt(inner)
+
+    def counted(self, name: str, start: ir.Value, stop: ir.Value, s: Loop | None,
+                body: Callable[[ir.Value], None]) -> None:
+        """for (i = start; i < stop; i++) body(i); `s` is the kernel loop it renders (None:
+        the outer loop of a tiled one), for LLVM's unrolling and interleaving hints."""
+        b = self.b
+        before = b.block
+        head = self.fn.append_basic_block(f"{name}.head")
+        loop_body = self.fn.append_basic_block(f"{name}.body")
+        done = self.fn.append_basic_block(f"{name}.done")
+        b.branch(head)
+        b.position_at_end(head)
+        i = b.phi(I64, name=name)
+        i.add_incoming(start, before)
+        b.cbranch(b.icmp_signed("<", i, stop), loop_body, done)
+        b.position_at_end(loop_body)
+        body(i)
         i.add_incoming(b.add(i, _i64(1), flags=("nuw", "nsw")), b.block)
         backedge = b.branch(head)
-        innermost = not any(isinstance(t, Loop) for t in s.body)
-        interleave = innermost and s.sym.extent >= INTERLEAVE_MIN_EXTENT
-        no_unroll = (s.sym.extent >= (INTERLEAVE_MIN_EXTENT if innermost else UNROLL_MAX_EXTENT)
+        innermost = s is not None and not any(isinstance(t, Loop) for t in s.body)
+        trips = (stop.constant - start.constant if isinstance(stop, ir.Constant)
+                 and isinstance(start, ir.Constant) else INTERLEAVE_MIN_EXTENT)
+        interleave = innermost and trips >= INTERLEAVE_MIN_EXTENT
+        no_unroll = (s is None or trips >= (INTERLEAVE_MIN_EXTENT if innermost else
+                                            UNROLL_MAX_EXTENT)
                      or _inner_trips(s) >= INTERLEAVE_MIN_EXTENT)
         if interleave or no_unroll:
-            backedge.set_metadata("llvm.loop", self.loop_id(s.sym.name, interleave, no_unroll))
+            backedge.set_metadata("llvm.loop", self.loop_id(name, interleave, no_unroll))
         b.position_at_end(done)
-        self.values, self.indices = scope
 
     def loop_id(self, name: str, interleave: bool, no_unroll: bool) -> ir.MDValue:
         """Loop metadata: no unrolling (LLVM would fully unroll loops of constant trip count,
@@ -272,6 +297,9 @@ class _KernelRenderer:
         quotient = fixed_quotient(a, self.known)   # one value over the current pieces
         if quotient is not None:
             return _i64(quotient) if isinstance(a, Div) else b.sub(x, _i64(quotient * a.d))
+        sym = plain_sym(a.arg)
+        if sym is not None and sym in self.tiles:
+            return self.tiled_atom(a, *self.tiles[sym])
         d = _i64(a.d)
         nonneg = range_in(a.arg, self.known)[0] >= 0
         if isinstance(a, Div):
@@ -283,6 +311,22 @@ class _KernelRenderer:
             return b.urem(x, d)
         r = b.srem(x, d)
         return b.add(r, b.select(b.icmp_signed("<", r, _i64(0)), d, _i64(0)))
+
+    def tiled_atom(self, a: Div | Mod, d: int, q: ir.Value, r: ir.Value) -> ir.Value:
+        """`i // k` or `i % k` of a loop variable i = q*d + r rendered tiled (0 <= r < d),
+        in terms of q and r where k and d divide one another."""
+        b, k = self.b, a.d
+        if k % d == 0:      # i // k = q // (k/d);  i % k = (q % (k/d))*d + r
+            if isinstance(a, Div):
+                return q if k == d else b.udiv(q, _i64(k // d))
+            high = q if k == d else b.urem(q, _i64(k // d))
+            return r if k == d else b.add(b.mul(high, _i64(d), flags=NSW), r, flags=NSW)
+        if d % k == 0:      # i // k = q*(d/k) + r // k;  i % k = r % k
+            if isinstance(a, Div):
+                return b.add(b.mul(q, _i64(d // k), flags=NSW), b.udiv(r, _i64(k)), flags=NSW)
+            return b.urem(r, _i64(k))
+        i = self.syms[plain_sym(a.arg)]   # type: ignore[index]
+        return b.udiv(i, _i64(k)) if isinstance(a, Div) else b.urem(i, _i64(k))
 
     def run_time_index(self, a: Dyn) -> ir.Value:
         """The integer value of `a` widened to i64 (by its signedness) and clamped into

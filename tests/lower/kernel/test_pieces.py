@@ -5,9 +5,9 @@ import itertools
 import pytest
 
 from fgrad.lower.kernel.index import Sym, add, floordiv, ix_const, ix_range, ix_sym, mod, scale
-from fgrad.lower.kernel.ir import Cond, Const, IndexPred, Loop, Store
+from fgrad.lower.kernel.ir import Cond, Const, IndexPred, Load, Loop, Op, Store
 from fgrad.core.dtypes import dtypes
-from fgrad.lower.kernel.pieces import decide, fixed_quotient, piece_ranges, range_in
+from fgrad.lower.kernel.pieces import decide, fixed_quotient, piece_ranges, range_in, tile_width
 
 I = Sym("i", 192)
 J = Sym("j", 8)
@@ -87,3 +87,18 @@ def test_nothing_is_decided_without_pieces():
 def test_a_const_only_store_has_no_pieces():
     loop = Loop(I, (Store(0, ix_sym(I), Const(1.0, dtypes.float32)),))
     assert piece_ranges(loop) == []
+
+
+def test_tile_width_is_the_smallest_divisor_that_tiles_the_piece():
+    i = ix_sym(I)
+    loads = Op("add", (Load(1, add(scale(floordiv(i, 32), 100), mod(i, 32)), dtypes.float32),
+                       Load(2, floordiv(i, 64), dtypes.float32)), dtypes.float32)
+    loop = Loop(I, (Store(0, i, loads),))
+    assert tile_width(loop, (0, 191)) == 32
+    assert tile_width(loop, (64, 127)) == 32
+    assert tile_width(loop, (16, 143)) is None        # 16 is not a multiple of 32 or 64
+    assert tile_width(loop, (0, 31)) is None          # one tile: nothing to split
+    outer = Loop(J, (loop,))
+    assert tile_width(outer, (0, 7)) is None          # only innermost loops
+    small = Loop(I, (Store(0, i, Load(1, mod(i, 4), dtypes.float32)),))
+    assert tile_width(small, (0, 191)) is None        # too narrow to vectorize

@@ -81,3 +81,65 @@ def test_stacked_pieces_gradient_matches_numpy():
     want = [w[:, :, 0] * np.exp(args[0]), w[:, :, 1] * 2, w[:, :, 2] * 0.5 / np.sqrt(args[2])]
     for got, expected in zip(grads, want):
         np.testing.assert_allclose(got.numpy(), expected, rtol=1e-5)
+
+
+def _split_heads_loss(qkv, w):
+    q, k, v = (t.reshape(2, 16, 4, 32).permute(0, 2, 1, 3) for t in qkv.chunk(3, dim=-1))
+    return (q * w[0]).sum() + (k.exp() * w[1]).sum() + (v * v * w[2]).sum()
+
+
+def test_innermost_loop_read_by_quotient_is_tiled():
+    """The gradient of a q/k/v head split writes the 384-wide row from [3, b, head, t, 32]
+    arrays: one loop per 128-wide piece, each a loop over the head (i // 32) around a
+    contiguous one over i % 32, with no division or remainder left."""
+    rng = np.random.default_rng(3)
+    qkv = rng.random((2, 16, 384)).astype(np.float32)
+    w = rng.random((3, 2, 4, 16, 32)).astype(np.float32)
+    grad = fgrad.grad(_split_heads_loss)
+    jaxpr, _ = open_jaxpr(fgrad.make_jaxpr(grad)(Tensor(qkv), Tensor(w)))
+    (kernel,) = plan(jaxpr).kernels
+    text = str(render_kernel(ir.Module(), kernel))
+    assert "udiv" not in text and "urem" not in text
+    assert len(re.findall(r'%"i\d\.q(\.\d+)?" = phi', text)) == 3
+    assert len(re.findall(r'%"i\d\.r(\.\d+)?" = phi', text)) == 3
+    got = fgrad.jit(grad)(Tensor(qkv), Tensor(w)).numpy()
+    heads = qkv.reshape(2, 16, 3, 4, 32).transpose(2, 0, 3, 1, 4)
+    want = np.stack([w[0], w[1] * np.exp(heads[1]), 2 * heads[2] * w[2]])
+    want = want.transpose(1, 3, 0, 2, 4).reshape(2, 16, 384)
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+def test_tiled_pieces_of_a_head_split_gradient():
+    """The gradient of a q/k/v head split: pieces by i // 128 of the fused 384-wide row,
+    each tiled by the 32-wide head (against NumPy's own slicing and transposes)."""
+    rng = np.random.default_rng(4)
+    qkv = rng.random((2, 16, 384)).astype(np.float32)
+    weight = rng.random((3, 2, 4, 16, 32)).astype(np.float32)
+
+    def loss(qkv):
+        heads = qkv.reshape(2, 16, 3, 4, 32).permute(2, 0, 3, 1, 4)
+        return (heads * Tensor(weight)).sum()
+    got = fgrad.jit(fgrad.grad(loss))(Tensor(qkv)).numpy()
+    want = weight.transpose(1, 3, 0, 2, 4).reshape(2, 16, 384)
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+def _mixed_quotients(a, c, d, e):
+    x = a.reshape(2, 4, 1).expand(2, 4, 64).reshape(2, 256)       # reads a[i // 64]
+    y = c.reshape(2, 16, 1).expand(2, 16, 16).reshape(2, 256)     # reads c[i // 16]
+    z = d.permute(0, 2, 1).reshape(2, 256)                        # reads d[i % 16, i // 16]
+    return Tensor.cat(x + y + z, e, dim=1)
+
+
+def test_tiles_inside_pieces_with_several_divisors():
+    rng = np.random.default_rng(5)
+    args = [rng.random(s).astype(np.float32) for s in ((2, 4), (2, 16), (2, 16, 16), (2, 64))]
+    jaxpr, _ = open_jaxpr(fgrad.make_jaxpr(_mixed_quotients)(*map(Tensor, args)))
+    (kernel,) = plan(jaxpr).kernels
+    text = str(render_kernel(ir.Module(), kernel))
+    assert len(re.findall(r'%"i\d\.r(\.\d+)?" = phi', text)) == 2   # both pieces tiled by 16
+    got = fgrad.jit(_mixed_quotients)(*map(Tensor, args)).numpy()
+    a, c, d, e = args
+    want = (np.repeat(a, 64, axis=1) + np.repeat(c, 16, axis=1)
+            + d.transpose(0, 2, 1).reshape(2, 256))
+    np.testing.assert_allclose(got, np.concatenate([want, e], 1), rtol=1e-6)
