@@ -110,11 +110,11 @@ class _KernelRenderer:
         """`for s.sym in range` (the chunk, a piece (lo, hi), or the whole extent); an
         innermost loop read by quotient and remainder as two (`pieces.tile_width`)."""
         scope = (dict(self.values), dict(self.indices))
-        chunked = piece is None and s is self.kernel.body[0] and self.chunk
+        chunk = self.chunk if piece is None and s is self.kernel.body[0] else None
         lo, hi = piece if piece is not None else (0, s.sym.extent - 1)
-        width = None if chunked else tile_width(s, (lo, hi))
-        if chunked:
-            self.counted(s.sym.name, *self.chunk, s, lambda i: self.loop_body(s, i))
+        width = None if chunk else tile_width(s, (lo, hi))
+        if chunk:
+            self.counted(s.sym.name, chunk[0], chunk[1], s, lambda i: self.loop_body(s, i))
         elif width is None:
             self.counted(s.sym.name, _i64(lo), _i64(hi + 1), s, lambda i: self.loop_body(s, i))
         else:
