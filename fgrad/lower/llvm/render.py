@@ -42,10 +42,25 @@ NSW = ("nsw",)
 INTERLEAVE = 2            # vector iterations per trip of an innermost loop
 INTERLEAVE_MIN_EXTENT = 64
 UNROLL_MAX_EXTENT = 16     # loops at least this long are never unrolled (`loop_id`)
+POLYNOMIAL_OPS = frozenset({"exp", "expm1", "tanh", "logistic", "log", "log1p", "sin", "cos",
+                            "tan", "erf", "pow", "atan2"})
 
 
 def _i64(v: int) -> ir.Constant:
     return ir.Constant(I64, v)
+
+
+def _latency_bound(stmts: Sequence[Stmt]) -> bool:
+    """Whether a loop body accumulates or computes a transcendental polynomial."""
+    seen: set[int] = set()
+
+    def heavy(e: Expr) -> bool:
+        if not isinstance(e, Op) or id(e) in seen:
+            return False
+        seen.add(id(e))
+        return e.op in POLYNOMIAL_OPS or any(heavy(a) for a in e.args)
+    return any(isinstance(st, AccUpdate) or (isinstance(st, Store) and heavy(st.value))
+               for st in stmts)
 
 
 def _inner_trips(s: Loop) -> int:
@@ -155,7 +170,8 @@ class _KernelRenderer:
         innermost = s is not None and not any(isinstance(t, Loop) for t in s.body)
         trips = (stop.constant - start.constant if isinstance(stop, ir.Constant)
                  and isinstance(start, ir.Constant) else INTERLEAVE_MIN_EXTENT)
-        interleave = innermost and trips >= INTERLEAVE_MIN_EXTENT
+        interleave = (0 if not innermost or trips < INTERLEAVE_MIN_EXTENT
+                      else INTERLEAVE if s is not None and _latency_bound(s.body) else 1)
         no_unroll = (s is None or trips >= (INTERLEAVE_MIN_EXTENT if innermost else
                                             UNROLL_MAX_EXTENT)
                      or _inner_trips(s) >= INTERLEAVE_MIN_EXTENT)
@@ -163,12 +179,14 @@ class _KernelRenderer:
             backedge.set_metadata("llvm.loop", self.loop_id(name, interleave, no_unroll))
         b.position_at_end(done)
 
-    def loop_id(self, name: str, interleave: bool, no_unroll: bool) -> ir.MDValue:
+    def loop_id(self, name: str, interleave: int, no_unroll: bool) -> ir.MDValue:
         """Loop metadata: no unrolling (LLVM would fully unroll loops of constant trip count,
         vectorized ones too: 45% of W9's kernel compile time, for no measured gain at run
-        time); with `interleave`, INTERLEAVE vector iterations per trip for the vectorizer
-        (the transcendental polynomials are long dependency chains, and two independent
-        chains keep the FMA units busy: W1 on 2 cores, docs/design.md)."""
+        time); `interleave` vector iterations per trip for the vectorizer (0: no hint).
+        Loops of transcendental polynomials or reductions get INTERLEAVE: their long
+        dependency chains need two independent ones to keep the FMA units busy (W1 on 2
+        cores, docs/design.md). Other loops get 1: they are bound by memory, and LLVM's own
+        choice (2-4) doubles their machine code and its compile time."""
         module = self.fn.module
         loop_id = module.add_metadata([ir.MetaDataString(module, f"{self.fn.name}.{name}")])
         hints = [module.add_metadata([ir.MetaDataString(module, "llvm.loop.unroll.disable")])
@@ -176,7 +194,7 @@ class _KernelRenderer:
         if interleave:
             hints.append(module.add_metadata([
                 ir.MetaDataString(module, "llvm.loop.interleave.count"),
-                ir.Constant(ir.IntType(32), INTERLEAVE)]))
+                ir.Constant(ir.IntType(32), interleave)]))
         loop_id.operands = (loop_id, *hints)  # a loop ID refers to itself (LLVM LangRef)
         return loop_id
 
