@@ -77,3 +77,14 @@ def test_logistic_divides_once():
         Tensor(np.ones(256, np.float32))))
     text = str(module_ir(plan(jaxpr)))
     assert text.count("fdiv") == 1
+
+
+@pytest.mark.parametrize("fn, count", [
+    (lambda x: x * 0.9 + 0.1, 1),              # bound by memory: one vector per trip
+    (lambda x: (x * 0.9).exp(), 2),            # a polynomial's dependency chain: two
+    (lambda x: x.reshape(64, 256).sum(-1), 2),  # a reduction's accumulator chain: two
+])
+def test_innermost_loops_interleave_only_latency_bound_work(fn, count):
+    jaxpr, _ = open_jaxpr(fgrad.make_jaxpr(fn)(Tensor(np.ones(1 << 14, np.float32))))
+    text = str(module_ir(plan(jaxpr)))
+    assert re.findall(r'!"llvm.loop.interleave.count", i32 (\d)', text) == [str(count)]
