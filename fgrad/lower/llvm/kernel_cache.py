@@ -13,7 +13,10 @@ share one entry: in memory
 "llvm_kernels"). Kernels found in neither are compiled on a thread pool, in parallel for real
 (`llvm_target.run_pipeline`: each thread has its own LLVM context and target machine).
 Library calls (gemm drivers with their fused epilogues, LAPACK calls) are compiled the same
-way, so the program's entry module holds only calls and compiles at O0.
+way, so the program's entry module holds only calls and compiles at O0. A gemm call's unit
+is glue (sizes, a loop over chunks, calls) and compiles at O0 too (`GLUE`): at O1 the 21 of
+W9 took 12 ms each in LLVM's middle end, at O0 1 ms. LAPACK and sort units keep O2: they
+hold the transposing copies and the merge loops.
 
 The optimization level follows the kernel's size: a kernel of at most `LIGHT_WORK` innermost
 iterations (biases, scalars, Adam's step counters) is not worth vectorizing and compiles
@@ -44,7 +47,6 @@ from fgrad.lower.kernel.ir import Kernel, kernel_fingerprint
 from fgrad.lower.llvm import disk_cache
 from fgrad.lower.llvm import target as llvm_target
 from fgrad.lower.llvm.blas import library_chunking
-from fgrad.lower.llvm.gemm.native import uses_native_gemm
 from fgrad.lower.llvm.render import (kernel_function_type, register_library_symbols,
                                      render_kernel, render_library_call)
 from fgrad.lower.llvm.threads import kernel_work, split_extent
@@ -57,6 +59,7 @@ LIGHT = -1  # a speed level: O1 middle end without vectorizers, O0 code generati
 # A speed level for code vectorized and unrolled by hand (the GEMM routines): the O1 middle
 # end without loop unrolling, O3 code generation.
 BY_HAND = -2
+GLUE = -3   # library-call units (sizes, chunk loops, calls): O0 middle end and code generation
 _NEUTRAL = "fgrad_kernel"
 _OBJECTS: collections.OrderedDict[str, bytes] = collections.OrderedDict()
 _lock = threading.Lock()
@@ -104,10 +107,11 @@ def _object_code(text: str, speed_level: int | None = None) -> bytes:
     module.verify()
     if speed_level is None:
         speed_level = KERNEL_SPEED_LEVEL
-    light = speed_level == LIGHT
+    light = speed_level in (LIGHT, GLUE)
     machine = _machine(0 if light else 3)
     tuning = llvm.create_pipeline_tuning_options(
-        speed_level=1 if speed_level in (LIGHT, BY_HAND) else speed_level)
+        speed_level=0 if speed_level == GLUE else 1 if speed_level in (LIGHT, BY_HAND)
+        else speed_level)
     tuning.loop_vectorization = tuning.slp_vectorization = not light
     # No loop unrolling in code unrolled by hand: LLVM would fully unroll the packing
     # routines' MR/NR-wide loops, 2-3x their compile time for no measured gain at run time.
@@ -339,8 +343,8 @@ def compile_kernels(kernels: Sequence[Kernel], key_of: Callable[[str], str],
         epilogue = None if fused is None else (
             CompiledKernel(_symbol(found[fused][0]), found[fused][2], b""), by_name[fused])
         found[name] = _library_unit(eqn, split.get(name), epilogue, key_of, name in private)
-        if eqn.primitive.name == "dot_general" and uses_native_gemm(eqn):
-            levels[found[name][0]] = LIGHT   # stores its sizes, calls the shared driver
+        if eqn.primitive.name == "dot_general":   # stores sizes, loops over chunks, calls
+            levels[found[name][0]] = GLUE
     text_keys = [key_of(f"O{texts_speed_level}\n{text}") for text in texts]
     wanted = {key: (text, levels.get(key)) for key, text, _ in found.values()}
     wanted.update({key: (text, texts_speed_level)
