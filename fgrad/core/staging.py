@@ -21,12 +21,18 @@ from fgrad.core.traceback_util import annotate_tracing_error
 _PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+_IN_PACKAGE: dict[str, bool] = {}   # a code object's file name -> inside fgrad
+
+
 def user_source() -> SourceInfo | None:
     """The innermost stack frame outside the fgrad package (the user's line)."""
     frame = inspect.currentframe()
     while frame is not None:
         fname = frame.f_code.co_filename
-        if not os.path.abspath(fname).startswith(_PKG_DIR):
+        inside = _IN_PACKAGE.get(fname)
+        if inside is None:
+            inside = _IN_PACKAGE[fname] = os.path.abspath(fname).startswith(_PKG_DIR)
+        if not inside:
             return SourceInfo(fname, frame.f_lineno, frame.f_code.co_name)
         frame = frame.f_back
     return None

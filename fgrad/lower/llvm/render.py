@@ -268,7 +268,7 @@ class _KernelRenderer:
 
     def predicate(self, e: IndexPred) -> ir.Value:
         b = self.b
-        out: ir.Value = ir.Constant(I1, 1)
+        out: ir.Value | None = None
         for c in e.conds:
             known = decide(c, self.known)
             if known is not None:   # decided by the piece of a split loop
@@ -279,8 +279,8 @@ class _KernelRenderer:
             ok = b.and_(b.icmp_signed(">=", i, _i64(c.lo)), b.icmp_signed("<=", i, _i64(c.hi)))
             if c.step > 1:
                 ok = b.and_(ok, b.icmp_signed("==", b.srem(i, _i64(c.step)), _i64(0)))
-            out = b.and_(out, ok)
-        return out
+            out = ok if out is None else b.and_(out, ok)
+        return ir.Constant(I1, 1) if out is None else out
 
     # ------------------------------------------------------------------ indices
 
@@ -314,7 +314,9 @@ class _KernelRenderer:
             return b.select(b.icmp_signed(">", x, _i64(a.hi)), _i64(a.hi), x)
         quotient = fixed_quotient(a, self.known)   # one value over the current pieces
         if quotient is not None:
-            return _i64(quotient) if isinstance(a, Div) else b.sub(x, _i64(quotient * a.d))
+            if isinstance(a, Div):
+                return _i64(quotient)
+            return x if quotient == 0 else b.sub(x, _i64(quotient * a.d))
         sym = plain_sym(a.arg)
         if sym is not None and sym in self.tiles:
             return self.tiled_atom(a, *self.tiles[sym])
