@@ -120,6 +120,11 @@ def _object_code(text: str, speed_level: int | None = None) -> bytes:
     return llvm_target.emit_object(module, machine)
 
 
+def glue_object(text: str) -> bytes:
+    """Object code of a module of glue (a program's entry: sizes and calls), at O0."""
+    return _object_code(text, GLUE)
+
+
 def _remember(key: str, obj: bytes) -> None:
     with _lock:
         _OBJECTS[key] = obj
@@ -322,7 +327,9 @@ def compile_kernels(kernels: Sequence[Kernel], key_of: Callable[[str], str],
                     texts: Sequence[str] = (), texts_speed_level: int | None = None,
                     library_calls: dict[str, Eqn] | None = None,
                     epilogues: dict[str, str] | None = None,
-                    private: frozenset[str] = frozenset()
+                    private: frozenset[str] = frozenset(),
+                    meanwhile: Callable[[dict[str, tuple[str, ir.FunctionType]]], None]
+                    | None = None
                     ) -> tuple[dict[str, CompiledKernel], dict[str, bytes]]:
     """The compiled form of each kernel and library call (gemm drivers with their
     epilogues, LAPACK calls), by name, and the object code of each whole module in `texts`
@@ -330,7 +337,10 @@ def compile_kernels(kernels: Sequence[Kernel], key_of: Callable[[str], str],
     (e.g. the shared GEMM routines, optimized at `texts_speed_level`): from memory, disk,
     or compiled now, all missing ones in one parallel batch. `key_of(ir_text)` hashes the
     text with the toolchain and host. `private`: gemm calls whose product only their fused
-    kernel reads (the program's `private_products`)."""
+    kernel reads (the program's `private_products`). `meanwhile(symbols)` runs on this
+    thread once every missing unit is handed to the compile threads, before waiting for
+    them; `symbols` gives each name's symbol and function type (what the program's entry
+    module declares)."""
     found: dict[str, tuple[str, Unit, ir.FunctionType]] = {}
     levels: dict[str, int | None] = {}
     for kernel in kernels:
@@ -353,32 +363,38 @@ def compile_kernels(kernels: Sequence[Kernel], key_of: Callable[[str], str],
         inflight = {key: _INFLIGHT[key] for key in wanted if key in _INFLIGHT}
     objects = {key: obj for key in wanted
                if key not in inflight and (obj := cached_object(key)) is not None}
+    symbols = {name: (_symbol(key), ftype) for name, (key, _, ftype) in found.items()}
     objects.update(_build_all({key: unit for key, unit in wanted.items()
-                               if key not in objects and key not in inflight}))
+                               if key not in objects and key not in inflight},
+                              lambda: meanwhile(symbols) if meanwhile else None))
     objects.update({key: future.result() for key, future in inflight.items()})
     compiled = {name: CompiledKernel(_symbol(key), ftype, objects[key], key)
                 for name, (key, _, ftype) in found.items()}
     return compiled, {key: objects[key] for key in text_keys}
 
 
-def _build_all(missing: dict[str, tuple[Unit, int | None]]) -> dict[str, bytes]:
+def _build_all(missing: dict[str, tuple[Unit, int | None]],
+               meanwhile: Callable[[], None] = lambda: None) -> dict[str, bytes]:
     """Compile the missing units (key -> (unit, speed level or None for "by size")), on
     threads when there are several (see `llvm_target.run_pipeline`). Each unit is rendered
     on this thread (when it is not text yet) and handed to the pool at once, so rendering
     the next overlaps compiling the last. Texts go first, the longest first (the shared
-    routines: a large module started last would run alone)."""
+    routines: a large module started last would run alone). `meanwhile` runs once all are
+    handed out."""
     order = sorted(missing, key=lambda key: -_length(missing[key][0]))
 
     def job(key: str) -> tuple[str, int | None]:
         unit, level = missing[key]
         return _named(key, _text_of(unit)), level
-    workers = _workers(len(order))
+    workers = _workers(len(order) + 1) if order else 1   # `meanwhile` is work too
     if workers > 1:
         with concurrent.futures.ThreadPoolExecutor(workers) as pool:
             futures = [pool.submit(_object_code, *job(key)) for key in order]
+            meanwhile()
             built = {key: f.result() for key, f in zip(order, futures, strict=True)}
     else:
         built = {key: _object_code(*job(key)) for key in order}
+        meanwhile()
     for key, obj in built.items():
         _stored(key, obj)
     return built

@@ -29,6 +29,7 @@ from typing import Any, cast
 
 import llvmlite
 import llvmlite.binding as llvm
+from llvmlite import ir
 import numpy as np
 
 from fgrad import flags, profiler
@@ -173,11 +174,10 @@ def _load(obj: bytes, linked: Sequence[bytes] = ()) -> Any:
     return engine
 
 
-def compiled_engine(module: Any, linked: Sequence[bytes] = (), calls_only: bool = False
-                    ) -> tuple[Any, str]:
+def compiled_engine(module: Any, linked: Sequence[bytes] = ()) -> tuple[Any, str]:
     """The execution engine of `module` (linked with the kernel objects `linked`, whose
-    symbols its text names): from memory, from the disk cache, or built (and then cached
-    in both); `calls_only`: see `_build`. Also its cache key."""
+    symbols its text names): from memory, from the disk cache, or built at O3 (and then
+    cached in both). Also its cache key."""
     text = str(module)
     key = cache_key(text)
     with _engines_lock:
@@ -192,10 +192,49 @@ def compiled_engine(module: Any, linked: Sequence[bytes] = (), calls_only: bool 
         if engine is not None:
             compile_stats["disk_hits"] += 1
         else:
-            engine, obj = _build(text, linked, calls_only)
+            engine, obj = _build(text, linked)
             compile_stats["builds"] += 1
             if obj:
                 disk_cache.store(key, obj)
+    _keep(key, engine)
+    return engine, key
+
+
+_EntryObject = tuple[str, bytes | None, bool]   # cache key, object code, built now
+
+
+def _entry_object(module: ir.Module) -> _EntryObject:
+    """The object code of a program's entry module (which only calls code compiled
+    elsewhere): None when its engine is in memory, else from the disk cache or compiled
+    now at O0 (kernel_cache.glue_object, on this thread's own LLVM context)."""
+    text = str(module)
+    key = cache_key(text)
+    with _engines_lock:
+        if key in _ENGINES:
+            return key, None, False
+    obj = disk_cache.load(key)
+    return (key, obj, False) if obj else (key, kernel_cache.glue_object(text), True)
+
+
+def _linked_engine(module: ir.Module, prepared: _EntryObject, linked: Sequence[bytes]
+                   ) -> tuple[Any, str]:
+    """The engine of an entry module prepared by `_entry_object`, linked with the kernel
+    objects `linked` (built from the module's text if its object fails to load)."""
+    key, obj, built = prepared
+    with _engines_lock:
+        engine = _ENGINES.get(key)
+        if engine is not None:
+            _ENGINES.move_to_end(key)
+            compile_stats["memory_hits"] += 1
+            return engine, key
+    with _build_lock:
+        engine = _load(obj, linked) if obj else None
+        if engine is None:
+            engine, obj = _build(str(module), linked, calls_only=True)
+            built = True
+        compile_stats["builds" if built else "disk_hits"] += 1
+        if built and obj:
+            disk_cache.store(key, obj)
     _keep(key, engine)
     return engine, key
 
@@ -226,14 +265,18 @@ def build(program: Program, source: Jaxpr | None = None) -> tuple["LLVMExecutabl
     here) into an executable; also the keys of everything it linked."""
     start, before = time.perf_counter(), dict(kernel_cache.stats)
     shared = [t for name in routine_dtypes(program.library_calls) for t in routine_texts(name)]
+    entry: list[tuple[ir.Module, _EntryObject]] = []
+
+    def prepare_entry(symbols: dict[str, tuple[str, ir.FunctionType]]) -> None:
+        module = module_ir(program, symbols)   # while the kernels compile on other threads
+        entry.append((module, _entry_object(module)))
     kernels, routines = kernel_cache.compile_kernels(
         program.kernels, cache_key, shared, kernel_cache.BY_HAND, program.library_calls,
-        program.epilogues, program.private_products)
-    module = module_ir(program, {name: (k.symbol, k.function_type)
-                                 for name, k in kernels.items()})
+        program.epilogues, program.private_products, prepare_entry)
+    ((module, prepared),) = entry
     by_symbol = {k.symbol: k for k in kernels.values()}
     linked = {**routines, **{k.key: k.obj for k in by_symbol.values()}}
-    engine, entry_key = compiled_engine(module, list(linked.values()), calls_only=True)
+    engine, entry_key = _linked_engine(module, prepared, list(linked.values()))
     _log_compile(program, kernel_cache.stats - collections.Counter(before),
                  time.perf_counter() - start)
     symbols = sorted({s for eqn in program.library_calls.values() for s in library_symbols(eqn)})

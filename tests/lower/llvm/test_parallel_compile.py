@@ -114,3 +114,46 @@ def test_gemm_drivers_are_cached_units_and_the_entry_only_calls(fused: bool):
     if fused:
         want = np.maximum(want + b.numpy(), 0)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_entry_module_is_prepared_while_the_kernels_compile(monkeypatch: Any):
+    """`meanwhile` runs once every kernel is handed to the compile threads and before any
+    is waited for: it sees the symbols the entry declares while kernels are unfinished."""
+    kernel_cache.clear_memory()
+    monkeypatch.setenv("FGRAD_CACHE_DIR", "")
+    release = threading.Event()
+    finished: list[int] = []
+    real = kernel_cache._object_code
+
+    def held(text: str, level: Any = None) -> bytes:
+        release.wait(HOLD_S)
+        obj = real(text, level)
+        finished.append(1)
+        return obj
+    monkeypatch.setattr(kernel_cache, "_object_code", held)
+    x = Tensor(RNG.standard_normal((64, 300)).astype(np.float32))
+    program = _plan(lambda a: (a.exp() * 2).sum(-1) + a.tanh().max(-1), x)
+    monkeypatch.setattr(kernel_cache, "_workers", lambda jobs: 2)   # a 1-CPU runner too
+    seen: list[dict[str, Any]] = []
+
+    def meanwhile(symbols: dict[str, Any]) -> None:
+        assert not finished            # nothing compiled yet: it overlaps the compiles
+        seen.append(symbols)
+        release.set()
+    compiled, _ = kernel_cache.compile_kernels(program.kernels, llvm_runtime.cache_key,
+                                               meanwhile=meanwhile)
+    assert len(finished) == len(program.kernels)
+    assert seen == [{name: (k.symbol, k.function_type) for name, k in compiled.items()}]
+
+
+def test_a_program_links_its_entry_compiled_beside_the_kernels(monkeypatch: Any):
+    monkeypatch.setenv("FGRAD_CACHE_DIR", "")
+    kernel_cache.clear_memory()
+    llvm_runtime.clear_memory_cache()
+    x = Tensor(RNG.standard_normal((33, 70)).astype(np.float32))
+    fn = fgrad.jit(lambda a: (a * 1.5).exp().sum(0) - a.min(0))
+    want = np.exp(x.numpy() * np.float32(1.5)).sum(0) - x.numpy().min(0)
+    np.testing.assert_allclose(fn(x).numpy(), want, rtol=1e-5)
+    llvm_runtime.clear_memory_cache()     # the entry comes back from memory or is rebuilt
+    fn2 = fgrad.jit(lambda a: (a * 1.5).exp().sum(0) - a.min(0))
+    np.testing.assert_allclose(fn2(x).numpy(), want, rtol=1e-5)
