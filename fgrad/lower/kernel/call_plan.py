@@ -113,7 +113,10 @@ def from_program(program: Program, entries_of: Callable[[int, Segment], tuple[En
     for action in program.actions:
         if isinstance(action, Segment):
             writes = tuple(define(v, _value(*_storage(program, v), v.aval))
-                           for v in action.allocs)
+                           for v in action.allocs if id(v) not in program.unstored)
+            for v in action.allocs:   # never written: its slot names the array written
+                if id(v) in program.unstored:
+                    number[id(v)] = number[id(program.unstored[id(v)])]
             table = tuple(number[id(v)] for v in action.table)
             steps.append(NativeStep(table, writes, entries_of(segments, action)))
             segments += 1

@@ -58,11 +58,17 @@ class Program:
     epilogues: dict[str, str] = field(default_factory=dict)  # gemm call -> fused kernel
     # gemm calls whose product only their fused kernel reads (a backend may then skip it)
     private_products: frozenset[str] = frozenset()
+    # var id of a private product the backend never stores (its epilogue runs in registers
+    # and accumulates in the kernel's output) -> that output, whose array its slot names
+    unstored: dict[int, Var] = field(default_factory=dict)
 
 
 # (the gemm's equation, the kernel right after it, the kernel's buffer of the gemm's output)
 # -> whether the backend runs that kernel inside the gemm call, as its epilogue
 EpilogueTest = Callable[[Eqn, Kernel, int], bool]
+# (the gemm's equation, its fused kernel) -> whether the backend computes that epilogue in
+# the gemm's registers, accumulating a private product in the kernel's output
+RegisterTest = Callable[[Eqn, Kernel], bool]
 
 
 def _last_uses(sched: Schedule, kernel_params: dict[int, list[Var]],
@@ -82,10 +88,12 @@ def _last_uses(sched: Schedule, kernel_params: dict[int, list[Var]],
 
 
 def _assign_buffers(sched: Schedule, kernel_params: dict[int, list[Var]],
-                    fused: frozenset[int] = frozenset()) -> tuple[dict[int, int], list[int]]:
-    """Give each intermediate kernel output a buffer; reuse dead buffers of equal size."""
+                    fused: frozenset[int] = frozenset(), unstored: frozenset[int] = frozenset()
+                    ) -> tuple[dict[int, int], list[int]]:
+    """Give each intermediate kernel output a buffer (but the `unstored` var ids); reuse
+    dead buffers of equal size."""
     last = _last_uses(sched, kernel_params, fused)
-    keep = {id(v) for v in sched.jaxpr.outvars if isinstance(v, Var)}
+    keep = {id(v) for v in sched.jaxpr.outvars if isinstance(v, Var)} | unstored
     buffer_of: dict[int, int] = {}
     sizes: list[int] = []
     free: dict[int, list[int]] = {}
@@ -142,14 +150,17 @@ def _epilogue_of(sched: Schedule, n: int, segment: "Segment | None", kernel: Ker
 
 
 def plan(jaxpr: Jaxpr, half_native: bool = True, native_linalg: bool = True,
-         call_per_segment: bool = False, epilogue_ok: EpilogueTest | None = None) -> Program:
+         call_per_segment: bool = False, epilogue_ok: EpilogueTest | None = None,
+         in_registers: RegisterTest | None = None) -> Program:
     """Schedule `jaxpr`, build every kernel, group consecutive kernels into segments.
     `half_native`: whether float16 may be computed in kernels (else host steps);
     `native_linalg`: whether float32/64 linalg and sort are library calls (else host
     steps, and sort a bitonic network);
     `call_per_segment`: one kernel or library call per segment (the profiling build, which
     times each segment); `epilogue_ok`: which elementwise kernels right after a gemm run
-    inside the gemm's call (the gemm call's slots are then its own, then the kernel's)."""
+    inside the gemm's call (the gemm call's slots are then its own, then the kernel's);
+    `in_registers`: which of those the backend computes in registers, so that a product
+    only they read needs no buffer (`Program.unstored`)."""
     source, jaxpr = jaxpr, cse(expand(jaxpr, native_library=native_linalg))
     sched = schedule(jaxpr, half_native, native_linalg, source=source)
     names = sched.names
@@ -160,6 +171,7 @@ def plan(jaxpr: Jaxpr, half_native: bool = True, native_linalg: bool = True,
     epilogues: dict[str, str] = {}
     fused: set[int] = set()
     products: dict[str, int] = {}
+    in_place: dict[str, Var] = {}   # gemm call -> the output its register epilogue writes
     built = {n: build_kernel(sched, step, names) for n, step in enumerate(sched.steps)
              if isinstance(step, KernelStep)}
     segment: Segment | None = None
@@ -185,6 +197,9 @@ def plan(jaxpr: Jaxpr, half_native: bool = True, native_linalg: bool = True,
                 segment.allocs.extend(step.outputs)
                 epilogues[own] = name
                 products[own] = id(gemm.outputs[0])
+                if in_registers is not None and len(step.outputs) == 1 \
+                        and in_registers(gemm.eqn, kernels[-1]):
+                    in_place[own] = step.outputs[0]
                 fused.add(n)
                 continue
         if segment is None or call_per_segment:
@@ -192,8 +207,10 @@ def plan(jaxpr: Jaxpr, half_native: bool = True, native_linalg: bool = True,
             actions.append(segment)
         segment.calls.append((name, [segment.slot(v) for v in params]))
         segment.allocs.extend(step.outputs)
-    buffer_of, sizes = _assign_buffers(sched, kernel_params, frozenset(fused))
     readers = _reader_counts(sched, kernel_params, {n: k for n, (k, _) in built.items()})
     private = frozenset(g for g, v in products.items() if readers.get(v) == 1)
+    unstored = {products[g]: out for g, out in in_place.items() if g in private}
+    buffer_of, sizes = _assign_buffers(sched, kernel_params, frozenset(fused),
+                                       frozenset(unstored))
     return Program(jaxpr, sched, kernels, actions, buffer_of, sizes, library_calls, epilogues,
-                   private)
+                   private, unstored)

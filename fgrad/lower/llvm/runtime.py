@@ -40,7 +40,7 @@ from fgrad.lower.llvm import target as llvm_target
 from fgrad.lower.kernel import program as program_lib
 from fgrad.lower.llvm.dispatch import LeanCall, address_of, as_c, new_output
 from fgrad.lower.llvm.gemm.driver import routine_texts
-from fgrad.lower.llvm.gemm.epilogue import register_note
+from fgrad.lower.llvm.gemm.epilogue import in_registers, register_note
 from fgrad.lower.llvm.gemm.native import epilogue_fits, routine_dtypes
 from fgrad.lower.llvm.buffer_pool import POOL, exclusively_owned
 from fgrad.lower.schedule.control_flow import CONTROL_FLOW, HostRows, run_control
@@ -522,9 +522,11 @@ def plan(jaxpr: Jaxpr, call_per_segment: bool = False) -> Program:
     """The program of `jaxpr` for this CPU (float16 kernels only with F16C; large
     leading-axes reductions split so that threads share them); `call_per_segment`: the
     profiling build (one native call per kernel)."""
-    fuse = epilogue_fits if flags.gemm_library() == "native" else None
+    native = flags.gemm_library() == "native"
     return program_lib.plan(split_reductions(jaxpr), half_native(),
-                            call_per_segment=call_per_segment, epilogue_ok=fuse)
+                            call_per_segment=call_per_segment,
+                            epilogue_ok=epilogue_fits if native else None,
+                            in_registers=in_registers if native else None)
 
 
 def compile_llvm(jaxpr: Jaxpr) -> LLVMExecutable:

@@ -153,3 +153,36 @@ def test_openblas_path_keeps_separate_kernels():
         out = fgrad.jit(fn)(*map(Tensor, args)).numpy()
     x, w, b, _ = args
     np.testing.assert_allclose(out, np.maximum(x @ w + b, 0), rtol=1e-4, atol=1e-4)
+
+
+def _call_plan(fn, *args):
+    from fgrad.lower.kernel import call_plan
+    program = plan(open_jaxpr(fgrad.make_jaxpr(fn)(*args))[0])
+    return program, call_plan.from_program(program, lambda i, seg: ())
+
+
+def test_a_product_only_its_register_epilogue_reads_has_no_buffer():
+    """relu(x@W+b): the product is accumulated in the output, so the call has no
+    intermediate block and takes the direct path (like x@W alone)."""
+    from fgrad.lower.kernel import call_plan
+    rng = np.random.default_rng(6)
+    x, w = (Tensor(rng.standard_normal(s).astype(np.float32)) for s in ((96, 70), (70, 130)))
+    b = Tensor(rng.standard_normal(130).astype(np.float32))
+    fn = lambda x, w, b: (x @ w + b).relu()   # noqa: E731
+    program, cplan = _call_plan(fn, x, w, b)
+    assert program.unstored and not program.buffer_bytes
+    assert call_plan.direct_form(cplan) is not None
+    want = np.maximum(x.numpy() @ w.numpy() + b.numpy(), 0)
+    np.testing.assert_allclose(fgrad.jit(fn)(x, w, b).numpy(), want, rtol=1e-4, atol=1e-4)
+
+
+def test_a_product_read_elsewhere_keeps_its_buffer():
+    rng = np.random.default_rng(7)
+    x, w = (Tensor(rng.standard_normal(s).astype(np.float32)) for s in ((96, 70), (70, 130)))
+    b = Tensor(rng.standard_normal(130).astype(np.float32))
+    fn = lambda x, w, b: (x @ w + b).relu() * (x @ w).sum()   # noqa: E731
+    program, _ = _call_plan(fn, x, w, b)
+    assert not program.unstored
+    p = x.numpy() @ w.numpy()
+    want = np.maximum(p + b.numpy(), 0) * p.sum()
+    np.testing.assert_allclose(fgrad.jit(fn)(x, w, b).numpy(), want, rtol=1e-3, atol=1e-3)

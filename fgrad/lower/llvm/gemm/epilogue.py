@@ -91,6 +91,13 @@ def register_epilogue(eqn: Eqn, kernel: Kernel) -> RegisterEpilogue | None:
     return None
 
 
+def in_registers(eqn: Eqn, kernel: Kernel) -> bool:
+    """Whether fgrad's GEMM computes `kernel`, the gemm `eqn`'s fused epilogue, in its
+    registers (program.plan's `in_registers`: a product only it reads needs no buffer)."""
+    from fgrad.lower.llvm.gemm.native import uses_native_gemm
+    return uses_native_gemm(eqn) and register_epilogue(eqn, kernel) is not None
+
+
 def register_note(eqn: Eqn, kernel: Kernel) -> str:
     """" (bias+relu in registers)" and the like for the printout, or "" when the fused
     kernel runs through the driver's thunk."""
