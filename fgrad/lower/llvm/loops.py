@@ -168,7 +168,7 @@ class NativeLoop:
 
     def __init__(self, eqn: Eqn, subs: list[_Sub], module: ir.Module, name: str,
                  n_slots: int, fill: Any):
-        from fgrad.lower.llvm.runtime import compiled_engine, target_machine
+        from fgrad.lower.llvm.engines import compiled_engine, target_machine
         tm = target_machine()
         module.triple = tm.triple
         module.data_layout = str(tm.target_data)
