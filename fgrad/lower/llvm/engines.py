@@ -130,12 +130,9 @@ def compiled_engine(module: Any, linked: Sequence[bytes] = ()) -> tuple[Any, str
     cached in both). Also its cache key."""
     text = str(module)
     key = cache_key(text)
-    with _engines_lock:
-        engine = _ENGINES.get(key)
-        if engine is not None:
-            _ENGINES.move_to_end(key)
-            compile_stats["memory_hits"] += 1
-            return engine, key
+    engine = _remembered(key)
+    if engine is not None:
+        return engine, key
     with _build_lock:
         obj = disk_cache.load(key)
         engine = _load(obj, linked) if obj else None
@@ -171,12 +168,9 @@ def _linked_engine(module: ir.Module, prepared: _EntryObject, linked: Sequence[b
     """The engine of an entry module prepared by `_entry_object`, linked with the kernel
     objects `linked` (built from the module's text if its object fails to load)."""
     key, obj, built = prepared
-    with _engines_lock:
-        engine = _ENGINES.get(key)
-        if engine is not None:
-            _ENGINES.move_to_end(key)
-            compile_stats["memory_hits"] += 1
-            return engine, key
+    engine = _remembered(key)
+    if engine is not None:
+        return engine, key
     with _build_lock:
         engine = _load(obj, linked) if obj else None
         if engine is None:
@@ -187,6 +181,16 @@ def _linked_engine(module: ir.Module, prepared: _EntryObject, linked: Sequence[b
             disk_cache.store(key, obj)
     _keep(key, engine)
     return engine, key
+
+
+def _remembered(key: str) -> Any:
+    """The engine kept in memory under `key` (counted as a memory hit), or None."""
+    with _engines_lock:
+        engine = _ENGINES.get(key)
+        if engine is not None:
+            _ENGINES.move_to_end(key)
+            compile_stats["memory_hits"] += 1
+        return engine
 
 
 def _keep(key: str, engine: Any) -> None:
