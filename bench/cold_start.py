@@ -2,7 +2,7 @@
 fresh process.
 
 "cold": a new process with an empty compile cache directory (FGRAD_CACHE_DIR for fgrad,
-with POCL_CACHE_DIR inside it for the OpenCL driver; jax_compilation_cache_dir for JAX).
+with POCL_CACHE_DIR and CUDA_CACHE_PATH inside it for the OpenCL drivers; jax_compilation_cache_dir for JAX).
 "warm start": another new process given the directory the cold run filled. Imports and data
 set-up are not timed; the first call is (trace, compile or cache load, one run, waiting for
 the results). Each is repeated `Settings.cold_runs` times (fresh directories for the cold
@@ -55,7 +55,8 @@ def _spawn(contender: str, batch: int, cache_dir: str, timeout_s: float,
            workload: str = "w5") -> float:
     """Run the child in a fresh interpreter; its first-call milliseconds."""
     env = dict(os.environ, FGRAD_CACHE_DIR=cache_dir,
-               POCL_CACHE_DIR=os.path.join(cache_dir, "pocl"))
+               POCL_CACHE_DIR=os.path.join(cache_dir, "pocl"),
+               CUDA_CACHE_PATH=os.path.join(cache_dir, "cuda"))
     proc = subprocess.run([sys.executable, os.path.join(HERE, "cold_start.py"), contender,
                            str(batch), cache_dir, workload], env=env, capture_output=True, text=True,
                           timeout=timeout_s, check=False)
