@@ -6,7 +6,7 @@
 # Wheels for packages the machine lacks (pyopencl and its pure-Python needs, gguf) may be put
 # in .whl/ beforehand; they are installed into a scratch folder, never into the system.
 # GPU_CHECK_QUICK=1 shortens every stage (a dry run on a CPU-only machine with pocl);
-# GPU_CHECK_{TEST,COMPILE,BENCH}_S bound the stages in seconds; GPU_CHECK_SHAPES=1 adds the
+# GPU_CHECK_{TEST,BENCH}_S bound the stages in seconds; GPU_CHECK_SHAPES=1 adds the
 # matmul tile-shape sweep (bench/gpu_gemm_shapes.py).
 set -u
 out=${1:-/tmp/gpu_check}
@@ -56,8 +56,7 @@ gpu_test='import pyopencl as c; assert any(d.type & c.device_type.GPU
 only=${GPU_CHECK_ONLY:-W1,W2,W3,W4,W5,W6,W7,W8,W9}
 bench_limit=${GPU_CHECK_BENCH_S:-300}
 test_limit=${GPU_CHECK_TEST_S:-300}
-compile_limit=${GPU_CHECK_COMPILE_S:-150}
-if [ "$quick" = 1 ]; then only=W1,W7; bench_limit=120; test_limit=120; compile_limit=1; fi
+if [ "$quick" = 1 ]; then only=W1,W7; bench_limit=120; test_limit=120; fi
 
 echo "== tests on the GPU's OpenCL (every test parametrized or marked for opencl)"
 workers=$(( $(nproc) > 12 ? 12 : $(nproc) ))
@@ -75,9 +74,6 @@ FGRAD_BENCH_BACKENDS=llvm,opencl timeout "$bench_limit" python3 bench/run.py --o
     --repeats 3 --markdown "$out/bench.md" 2>&1 | tee "$out/bench.log" | grep -v '^ *$'
 python3 -c "import jax; print('jax devices:', jax.devices())" 2>&1 | tail -1 | tee -a "$out/bench.log"
 
-echo "== first calls: kernels as one OpenCL program, or one per kernel built on threads"
-timeout "$compile_limit" python3 bench/gpu_compile.py 1 2>&1 | tee "$out/compile.md"
-
 echo "== where the W5 step's time goes on the OpenCL device (fgrad.profiler)"
 timeout 120 python3 - <<'EOF2' 2>&1 | tee "$out/profile.txt" | head -45
 import sys
@@ -93,6 +89,9 @@ state = fgrad_place("opencl", opt.init(model))
 xt, yt = fgrad_place("opencl", [Tensor(x), Tensor(y)])
 fgrad.jit(mlp.fgrad_step(opt), backend="opencl").profile(model, state, xt, yt)
 EOF2
+
+echo "== where a launch-bound step's time goes (bench/gpu_launch.py)"
+[ "$quick" = 1 ] || (cd bench && timeout 150 python3 gpu_launch.py) 2>&1 | tee "$out/launch.md"
 
 [ "${GPU_CHECK_SHAPES:-0}" = 1 ] || exit 0
 echo "== the GPU matmul form at a few tile shapes"

@@ -10,9 +10,7 @@ and `CLArray`s that live on them.
 from __future__ import annotations
 
 import functools
-import os
 import re
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -20,10 +18,6 @@ import pyopencl as cl
 import pyopencl.tools as cl_tools
 
 from fgrad import flags
-
-# Threads that build a program's kernels at once: drivers compile each OpenCL program on the
-# calling thread, and a GPU driver's compiler takes ~0.1 s per kernel.
-BUILD_THREADS = max(1, min(16, os.cpu_count() or 1))
 
 _PROBE = "__kernel void fgrad_probe(__global int* x) { x[0] = 1; }"
 
@@ -126,8 +120,6 @@ class CLDevice:
         self.queue = cl.CommandQueue(self.context)
         self.pool = cl_tools.MemoryPool(cl_tools.ImmediateAllocator(self.queue))
         self.is_cpu = _kind(dev) == "CPU"
-        # one program per kernel, built on threads (see OpenCLExecutable.compiled)
-        self.split_programs = not self.is_cpu
         self.max_group = int(dev.max_work_group_size)
         self.compute_units = int(dev.max_compute_units)
         self.fp64 = "cl_khr_fp64" in dev.extensions
@@ -147,33 +139,19 @@ class CLDevice:
 
     def program(self, source: str) -> Any:
         """The built program of `source` (built once per device)."""
-        return self.programs_of([source])[0]
-
-    def programs_of(self, sources: list[str]) -> list[Any]:
-        """The built programs of `sources`; those not built yet are built together, on up to
-        `BUILD_THREADS` threads (pyopencl lets go of the GIL while the driver compiles)."""
-        missing = [s for s in dict.fromkeys(sources) if s not in self.programs]
-        if len(missing) > 1:
-            threads = min(len(missing), BUILD_THREADS)
-            with ThreadPoolExecutor(threads, thread_name_prefix="fgrad-clbuild") as pool:
-                built = list(pool.map(self._build, missing))
-        else:
-            built = [self._build(s) for s in missing]
-        self.programs.update(zip(missing, built, strict=True))
-        return [self.programs[s] for s in sources]
-
-    def _build(self, source: str) -> Any:
-        if "cl_khr_fp64" in source and not self.fp64:
-            raise RuntimeError(
-                f"OpenCL device {self.describe()} lacks the cl_khr_fp64 extension that "
-                f"float64 needs; compute in float32, or pick a device that has it with "
-                f"FGRAD_OPENCL_DEVICE (devices:\n  {_listing()})")
-        try:
-            return cl.Program(self.context, source).build(self.options)
-        except cl.Error as err:
-            raise RuntimeError(f"OpenCL device {self.describe()} could not build the "
-                               f"generated kernel (a bug in fgrad.lower, or a broken "
-                               f"driver):\n{err}\n--- source ---\n{source}") from None
+        if source not in self.programs:
+            if "cl_khr_fp64" in source and not self.fp64:
+                raise RuntimeError(
+                    f"OpenCL device {self.describe()} lacks the cl_khr_fp64 extension that "
+                    f"float64 needs; compute in float32, or pick a device that has it with "
+                    f"FGRAD_OPENCL_DEVICE (devices:\n  {_listing()})")
+            try:
+                self.programs[source] = cl.Program(self.context, source).build(self.options)
+            except cl.Error as err:
+                raise RuntimeError(f"OpenCL device {self.describe()} could not build the "
+                                   f"generated kernel (a bug in fgrad.lower, or a broken "
+                                   f"driver):\n{err}\n--- source ---\n{source}") from None
+        return self.programs[source]
 
     def kernel(self, source: str, name: str) -> Any:
         """Kernel `name` of the program of `source` (one cl.Kernel per pair: kernels take

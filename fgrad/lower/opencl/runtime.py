@@ -3,9 +3,8 @@
 In: a Jaxpr without constvars. Out: `OpenCLExecutable`: `exe(*arrays) -> list[CLArray]`
 taking NumPy arrays, Python scalars or `CLArray`s; the outputs stay on the device.
 
-The Program is the llvm backend's (kernel/program.py); only rendering differs. Kernels are
-built once per device and cached by source text: on a GPU each is an OpenCL program of its
-own, built on several threads at once; on a CPU device all are one program. A call copies
+The Program is the llvm backend's (kernel/program.py); only rendering differs. Each kernel is
+its own OpenCL program, built once per device and cached by source text. A call copies
 host inputs in, enqueues every kernel on the device's in-order queue, and runs each host
 step (a temporary NumPy fallback; see schedule/partition.py) by copying its operands to the host
 and its results back. Control flow (scan/while/cond) runs its sub-programs compiled for the
@@ -101,17 +100,15 @@ class OpenCLExecutable:
         return out
 
     def compiled(self, dev: CLDevice) -> dict[str, tuple[Any, Launch]]:
-        """name -> (cl.Kernel, launch), built on first use on `dev`. On a GPU each kernel is
-        an OpenCL program of its own, so the driver compiles several at once (on threads)
-        and reuses a kernel another executable built; a CPU driver (pocl) pays ~0.15 s per
-        program, so there all kernels are one program."""
+        """name -> (cl.Kernel, launch), built on first use on `dev` (one OpenCL program for
+        all kernels: a build costs tens of milliseconds, mostly per program)."""
         if dev.name not in self._built:
             rendered = self.rendered(dev)
-            groups = [[r] for r in rendered] if dev.split_programs else [rendered] * bool(rendered)
-            sources = {r.name: program_source(group) for group in groups for r in group}
-            dev.programs_of(list(dict.fromkeys(sources.values())))
-            self._built[dev.name] = {r.name: (dev.kernel(sources[r.name], r.name), r.launch)
-                                     for r in rendered}
+            built = {}
+            if rendered:
+                source = program_source(rendered)
+                built = {r.name: (dev.kernel(source, r.name), r.launch) for r in rendered}
+            self._built[dev.name] = built
         return self._built[dev.name]
 
     def _device(self, arrays: tuple[Any, ...]) -> CLDevice:

@@ -502,3 +502,24 @@ def test_block_until_ready_waits_for_the_device_queue(monkeypatch: pytest.Monkey
     assert fgrad.block_until_ready({"y": [out]})["y"][0] is out
     assert out.block_until_ready() is out
     assert len(finished) == 2
+
+
+def test_block_until_ready_finishes_each_device_queue_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    f = fgrad.jit(lambda x: [x * float(i) for i in range(6)], backend="opencl")
+    outs = f(Tensor(np.arange(8, dtype=np.float32)))
+    for i, out in enumerate(outs):
+        np.testing.assert_array_equal(out.numpy(), np.arange(8) * float(i))
+    outs = f(Tensor(np.arange(8, dtype=np.float32)))
+    dev = opencl_device.get_device(outs[0].device)
+    finished = []
+    real = dev.queue
+
+    class Queue:
+        def finish(self) -> None:
+            finished.append(True)
+            real.finish()
+
+    monkeypatch.setattr(dev, "queue", Queue())
+    tree = {"outs": outs, "host": Tensor(np.ones(2, np.float32)), "n": 3}
+    assert fgrad.block_until_ready(tree) is tree
+    assert len(finished) == 1  # six leaves on one device: one wait
