@@ -56,9 +56,13 @@ KEPT = 4096
 KERNEL_SPEED_LEVEL = 2
 LIGHT_WORK = 1024
 LIGHT = -1  # a speed level: O1 middle end without vectorizers, O0 code generation
-# A speed level for code vectorized and unrolled by hand (the GEMM routines): the O1 middle
-# end without loop unrolling, O3 code generation.
+# A speed level for code vectorized and unrolled by hand (the GEMM packing routines): the O1
+# middle end without loop unrolling, O3 code generation.
 BY_HAND = -2
+# For code scheduled by hand whose loops the middle end cannot improve (the GEMM micro-kernel
+# and driver): no middle end, O3 code generation. The micro-kernel's k loop comes out the
+# same instructions as at BY_HAND, in 20 ms of LLVM instead of 88 (driver: 27 instead of 75).
+SCHEDULED = -4
 GLUE = -3   # library-call units (sizes, chunk loops, calls): O0 middle end and code generation
 _NEUTRAL = "fgrad_kernel"
 _OBJECTS: collections.OrderedDict[str, bytes] = collections.OrderedDict()
@@ -102,6 +106,18 @@ def _machine(codegen_level: int) -> llvm.TargetMachine:
 def _object_code(text: str, speed_level: int | None = None) -> bytes:
     """Optimize and compile one kernel module to object code (safe on any thread); the
     optimization level is `KERNEL_SPEED_LEVEL` unless `speed_level` (or `LIGHT`) is given."""
+    module, machine = _optimized(text, speed_level)
+    return llvm_target.emit_object(module, machine)
+
+
+def assembly_of(text: str, speed_level: int | None = None) -> str:
+    """The machine code `_object_code` makes of a module, as assembly text (for tests and
+    for reading what a level does)."""
+    module, machine = _optimized(text, speed_level)
+    return str(machine.emit_assembly(module))
+
+
+def _optimized(text: str, speed_level: int | None) -> tuple[llvm.ModuleRef, llvm.TargetMachine]:
     context = llvm.create_context()
     module = llvm.parse_assembly(text, context=context)
     module.verify()
@@ -110,14 +126,15 @@ def _object_code(text: str, speed_level: int | None = None) -> bytes:
     light = speed_level in (LIGHT, GLUE)
     machine = _machine(0 if light else 3)
     tuning = llvm.create_pipeline_tuning_options(
-        speed_level=0 if speed_level == GLUE else 1 if speed_level in (LIGHT, BY_HAND)
-        else speed_level)
-    tuning.loop_vectorization = tuning.slp_vectorization = not light
+        speed_level=0 if speed_level in (GLUE, SCHEDULED) else 1
+        if speed_level in (LIGHT, BY_HAND) else speed_level)
+    tuning.loop_vectorization = tuning.slp_vectorization = not light \
+        and speed_level != SCHEDULED
     # No loop unrolling in code unrolled by hand: LLVM would fully unroll the packing
     # routines' MR/NR-wide loops, 2-3x their compile time for no measured gain at run time.
     tuning.loop_unrolling = speed_level != BY_HAND
     llvm_target.run_pipeline(module, machine, tuning)
-    return llvm_target.emit_object(module, machine)
+    return module, machine
 
 
 def glue_object(text: str) -> bytes:
@@ -149,12 +166,12 @@ def cached_object(key: str) -> bytes | None:
     return obj
 
 
-def prefetch(texts: Sequence[str], speed_level: int | None,
-             key_of: Callable[[str], str]) -> None:
-    """Start compiling whole modules (e.g. the shared GEMM routines of a program about to
-    be planned) on a background thread, unless cached or already under way; a later
-    `compile_kernels` that wants them takes the result instead of compiling them again."""
-    for text in texts:
+def prefetch(units: Sequence[tuple[str, int | None]], key_of: Callable[[str], str]) -> None:
+    """Start compiling whole modules, (IR text, speed level) each (e.g. the shared GEMM
+    routines of a program about to be planned), on a background thread, unless cached or
+    already under way; a later `compile_kernels` that wants them takes the result instead
+    of compiling them again."""
+    for text, speed_level in units:
         key = key_of(f"O{speed_level}\n{text}")
         with _lock:
             if key in _OBJECTS or key in _INFLIGHT:
@@ -324,7 +341,7 @@ def _library_text(eqn: Eqn, split: bool, epilogue: tuple[CompiledKernel, Kernel]
 
 
 def compile_kernels(kernels: Sequence[Kernel], key_of: Callable[[str], str],
-                    texts: Sequence[str] = (), texts_speed_level: int | None = None,
+                    texts: Sequence[tuple[str, int | None]] = (),
                     library_calls: dict[str, Eqn] | None = None,
                     epilogues: dict[str, str] | None = None,
                     private: frozenset[str] = frozenset(),
@@ -333,9 +350,8 @@ def compile_kernels(kernels: Sequence[Kernel], key_of: Callable[[str], str],
                     ) -> tuple[dict[str, CompiledKernel], dict[str, bytes]]:
     """The compiled form of each kernel and library call (gemm drivers with their
     epilogues, LAPACK calls), by name, and the object code of each whole module in `texts`
-    by cache key
-    (e.g. the shared GEMM routines, optimized at `texts_speed_level`): from memory, disk,
-    or compiled now, all missing ones in one parallel batch. `key_of(ir_text)` hashes the
+    ((IR text, speed level) pairs, e.g. the shared GEMM routines) by cache key: from
+    memory, disk, or compiled now, all missing ones in one parallel batch. `key_of(ir_text)` hashes the
     text with the toolchain and host. `private`: gemm calls whose product only their fused
     kernel reads (the program's `private_products`). `meanwhile(symbols)` runs on this
     thread once every missing unit is handed to the compile threads, before waiting for
@@ -355,10 +371,9 @@ def compile_kernels(kernels: Sequence[Kernel], key_of: Callable[[str], str],
         found[name] = _library_unit(eqn, split.get(name), epilogue, key_of, name in private)
         if eqn.primitive.name == "dot_general":   # stores sizes, loops over chunks, calls
             levels[found[name][0]] = GLUE
-    text_keys = [key_of(f"O{texts_speed_level}\n{text}") for text in texts]
+    text_keys = [key_of(f"O{level}\n{text}") for text, level in texts]
     wanted = {key: (text, levels.get(key)) for key, text, _ in found.values()}
-    wanted.update({key: (text, texts_speed_level)
-                   for key, text in zip(text_keys, texts, strict=True)})
+    wanted.update({key: unit for key, unit in zip(text_keys, texts, strict=True)})
     with _lock:
         inflight = {key: _INFLIGHT[key] for key in wanted if key in _INFLIGHT}
     objects = {key: obj for key in wanted

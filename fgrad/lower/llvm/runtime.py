@@ -95,14 +95,14 @@ def build(program: Program, source: Jaxpr | None = None) -> tuple["LLVMExecutabl
     """Compile `program` (kernels and library calls from the kernel cache, the entry module
     here) into an executable; also the keys of everything it linked."""
     start, before = time.perf_counter(), dict(kernel_cache.stats)
-    shared = [t for name in routine_dtypes(program.library_calls) for t in routine_texts(name)]
+    shared = [u for name in routine_dtypes(program.library_calls) for u in _routine_units(name)]
     entry: list[tuple[ir.Module, _EntryObject]] = []
 
     def prepare_entry(symbols: dict[str, tuple[str, ir.FunctionType]]) -> None:
         module = module_ir(program, symbols)   # while the kernels compile on other threads
         entry.append((module, _entry_object(module)))
     kernels, routines = kernel_cache.compile_kernels(
-        program.kernels, cache_key, shared, kernel_cache.BY_HAND, program.library_calls,
+        program.kernels, cache_key, shared, program.library_calls,
         program.epilogues, program.private_products, prepare_entry)
     ((module, prepared),) = entry
     by_symbol = {k.symbol: k for k in kernels.values()}
@@ -380,7 +380,14 @@ def _prefetch_routines(jaxpr: Jaxpr) -> None:
     is planned (on a cold start they are ~0.2 s of LLVM's time; later, cached)."""
     dots = {str(i): e for i, e in enumerate(jaxpr.eqns) if e.primitive.name == "dot_general"}
     for name in routine_dtypes(dots):   # the driver, slowest to compile, goes first
-        kernel_cache.prefetch(routine_texts(name)[::-1], kernel_cache.BY_HAND, cache_key)
+        kernel_cache.prefetch(_routine_units(name)[::-1], cache_key)
+
+
+def _routine_units(dtype_name: str) -> list[tuple[str, int]]:
+    """(IR text, speed level) of each shared GEMM routine: the micro-kernel and driver are
+    scheduled by hand (`SCHEDULED`); the packing routines' copies want LLVM's vectorizers."""
+    return [(text, kernel_cache.SCHEDULED if part in ("micro", "driver")
+             else kernel_cache.BY_HAND) for part, text in routine_texts(dtype_name)]
 
 
 def _load_program(key: str, jaxpr: Jaxpr) -> LLVMExecutable | None:

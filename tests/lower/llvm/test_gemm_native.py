@@ -33,7 +33,8 @@ def test_tile_follows_the_vector_width():
 def test_micro_kernel_is_broadcast_fma_at_the_host_width():
     from fgrad.lower.llvm.gemm.driver import routine_texts
     mr, nr, lanes = tile_shape(4)
-    shared = routine_texts("float32")[0]
+    part, shared = routine_texts("float32")[0]
+    assert part == "micro"
     micro = shared[re.search(r'define void @"fgrad_gemm\d+_f32_\d+x\d+_micro"', shared).start():]
     micro = micro[:micro.index("\n}")]
     assert micro.count(f'call <{lanes} x float> @"llvm.fma.v{lanes}f32"') == mr * nr // lanes
@@ -111,3 +112,37 @@ def test_a_call_site_only_stores_its_sizes_and_calls_the_shared_driver():
     stored = [int(v) for v in re.findall(r"store i64 (-?\d+), i64\*", rows)]
     assert stored[:3] == [70, 33, 45]                      # m, n, k
     assert rows.count(f'call void @"fgrad_gemm{ROUTINES_VERSION}_f32_{mr}x{nr}_driver"') == 1
+
+
+def _hottest_block(assembly: str) -> list[str]:
+    """The instructions of the basic block with the most FMAs (the micro-kernel's k loop)."""
+    blocks, block = [], []
+    for line in assembly.splitlines():
+        if line.strip().endswith(":"):
+            blocks.append(block)
+            block = []
+        elif line.startswith("\t") and not line.lstrip().startswith((".", "#")):
+            block.append(line.strip())
+    blocks.append(block)
+    return max(blocks, key=lambda b: sum(op.startswith("vfmadd") for op in b))
+
+
+def test_the_micro_kernel_needs_no_middle_end():
+    """SCHEDULED skips LLVM's middle end for the micro-kernel (a quarter of its compile
+    time); its k loop must come out as the full O1 pipeline makes it: the same broadcasts,
+    loads and FMAs, nothing on the stack."""
+    from fgrad.lower.llvm import kernel_cache
+    from fgrad.lower.llvm.gemm.driver import routine_texts
+    (part, micro), *_ = routine_texts("float32")
+    assert part == "micro"
+    fast_lines = _hottest_block(kernel_cache.assembly_of(micro, kernel_cache.SCHEDULED))
+    full_lines = _hottest_block(kernel_cache.assembly_of(micro, kernel_cache.BY_HAND))
+    assert not any("%rsp" in line or "%rbp" in line for line in fast_lines)
+    fast, full = ([line.split()[0] for line in b] for b in (fast_lines, full_lines))
+    mr, nr, lanes = tile_shape(4)
+    for block in (fast, full):
+        assert sum(op.startswith("vfmadd") for op in block) == mr * nr // lanes
+    memory_ops = ("vfmadd", "vbroadcast", "vmovup", "vmovap")
+    assert sorted(op for op in fast if op.startswith(memory_ops)) == \
+        sorted(op for op in full if op.startswith(memory_ops))
+    assert len(fast) <= len(full) + 2

@@ -33,7 +33,7 @@ def test_llvm_calls_of_a_compile_bypass_llvmlites_global_lock():
 
 
 def test_threads_compile_the_same_objects_as_one_thread():
-    texts = list(routine_texts("float32")) * 2
+    texts = [text for _, text in routine_texts("float32")] * 2
     alone = [kernel_cache._object_code(t, 1) for t in texts]
     with concurrent.futures.ThreadPoolExecutor(2) as pool:
         together = list(pool.map(lambda t: kernel_cache._object_code(t, 1), texts))
@@ -41,7 +41,7 @@ def test_threads_compile_the_same_objects_as_one_thread():
 
 
 def test_a_compile_runs_while_another_thread_holds_llvmlites_lock():
-    text = routine_texts("float32")[0]
+    (_, text), *_ = routine_texts("float32")
     context = llvm.create_context()
     module = llvm.parse_assembly(text, context=context)
     machine = llvm_target.new_machine()
@@ -101,7 +101,7 @@ def test_gemm_drivers_are_cached_units_and_the_entry_only_calls(fused: bool):
     fn = (lambda a, w, b: (a @ w + b).relu()) if fused else (lambda a, w, b: a @ w)
     program = _plan(fn, a, w, b)
     compiled, _ = kernel_cache.compile_kernels(
-        program.kernels, llvm_runtime.cache_key, (), None, program.library_calls,
+        program.kernels, llvm_runtime.cache_key, (), program.library_calls,
         program.epilogues)
     assert set(program.library_calls) <= set(compiled)
     entry = str(llvm_runtime.module_ir(program, {n: (k.symbol, k.function_type)

@@ -298,14 +298,14 @@ def _thunk(module: ir.Module, name: str, epilogue: ir.Function,
 
 
 @functools.cache
-def routine_texts(dtype_name: str) -> tuple[str, ...]:
-    """The shared routines for "float32", "float64" or "int32" (the micro-kernel, the four packing
-    routines, the driver), one LLVM IR module text each, so they compile in parallel and
-    are cached apart."""
+def routine_texts(dtype_name: str) -> tuple[tuple[str, str], ...]:
+    """The shared routines for "float32", "float64" or "int32" as (part, LLVM IR module
+    text), one module each, so they compile in parallel and are cached apart. Parts:
+    "micro" (the micro-kernel), "pack_a", "pack_a_t", "pack_b", "pack_b_t", "driver"."""
     if dtype_name not in ("float32", "float64", "int32"):
         raise ValueError(f"routine_texts: no shared GEMM routines for {dtype_name!r}")
     ft, size = GEMM_TYPES[getattr(dtypes, dtype_name)]
-    texts = []
+    texts: list[tuple[str, str]] = []
     parts: list[tuple[str, bool]] = [("micro", False), ("a", False), ("a", True), ("b", False),
                                      ("b", True), ("driver", False)]
     for part, trans in parts:
@@ -319,7 +319,8 @@ def routine_texts(dtype_name: str) -> tuple[str, ...]:
             routines.micro_kernel()
         else:   # packing of operand a or b, plain or transposed
             routines.pack_function(part, routines.mr if part == "a" else routines.nr, trans)
-        texts.append(str(module))
+        name = part if part in ("micro", "driver") else f"pack_{part}" + "_t" * trans
+        texts.append((name, str(module)))
     return tuple(texts)
 
 
