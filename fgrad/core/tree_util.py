@@ -112,6 +112,9 @@ class _NodeHandler(NamedTuple):
 
 
 _REGISTRY: dict[type, _NodeHandler] = {}
+# Every type met while flattening -> its handler (None: a leaf type). Flattening looks a type
+# up once per node; a namedtuple's handler is made once. Cleared when a type is registered.
+_HANDLER_OF: dict[type, _NodeHandler | None] = {}
 
 
 def _register(nodetype: type, handler: _NodeHandler) -> None:
@@ -120,6 +123,7 @@ def _register(nodetype: type, handler: _NodeHandler) -> None:
     if nodetype in _REGISTRY:
         raise ValueError(f"Duplicate pytree node registration for type {nodetype!r}.")
     _REGISTRY[nodetype] = handler
+    _HANDLER_OF.clear()
 
 
 def _index_keys(flatten_func: Callable[[Any], tuple[Iterable[Any], Any]]) -> Callable:
@@ -270,6 +274,15 @@ def _get_handler(nodetype: type) -> _NodeHandler | None:
     return handler
 
 
+
+def _handler_of(nodetype: type) -> _NodeHandler | None:
+    try:
+        return _HANDLER_OF[nodetype]
+    except KeyError:
+        handler = _HANDLER_OF[nodetype] = _get_handler(nodetype)
+        return handler
+
+
 # --------------------------------------------------------------------------- PyTreeDef
 
 
@@ -297,14 +310,19 @@ class PyTreeDef:
     _num_nodes: int
     _hash: int | None
 
-    def __init__(self, node_type: type | None, node_data: Any, children: tuple) -> None:
+    def __init__(self, node_type: type | None, node_data: Any,
+                 children: Iterable[PyTreeDef]) -> None:
         init = object.__setattr__
+        children = tuple(children)
+        leaves, nodes = 0, 1
+        for child in children:
+            leaves += child._num_leaves
+            nodes += child._num_nodes
         init(self, "_node_type", node_type)  # None marks a leaf
         init(self, "_node_data", node_data)
-        init(self, "_children", tuple(children))
-        leaves = 1 if node_type is None else sum(c._num_leaves for c in self._children)
-        init(self, "_num_leaves", leaves)
-        init(self, "_num_nodes", 1 + sum(c._num_nodes for c in self._children))
+        init(self, "_children", children)
+        init(self, "_num_leaves", 1 if node_type is None else leaves)
+        init(self, "_num_nodes", nodes)
         init(self, "_hash", None)
 
     def __setattr__(self, name: str, value: Any) -> None:
@@ -354,8 +372,8 @@ class PyTreeDef:
     def _build(self, leaves: Iterator[Any]) -> Any:
         if self._node_type is None:
             return next(leaves)
-        children = tuple(child._build(leaves) for child in self._children)
-        handler = _get_handler(self._node_type)
+        children = tuple([child._build(leaves) for child in self._children])
+        handler = _handler_of(self._node_type)
         assert handler is not None, "a PyTreeDef node always has a registered handler"
         return handler.unflatten(self._node_data, children)
 
@@ -459,13 +477,12 @@ def _node_handler(tree: Any, is_leaf: IsLeaf) -> _NodeHandler | None:
 
 
 def _flatten(tree: Any, is_leaf: IsLeaf, leaves: list[Any]) -> PyTreeDef:
-    handler = _node_handler(tree, is_leaf)
-    if handler is None:
+    handler = _handler_of(type(tree))
+    if handler is None or (is_leaf is not None and is_leaf(tree)):
         leaves.append(tree)
         return _LEAF
     children, aux = handler.flatten(tree)
-    child_defs = tuple(_flatten(child, is_leaf, leaves) for child in children)
-    return PyTreeDef(type(tree), aux, child_defs)
+    return PyTreeDef(type(tree), aux, [_flatten(child, is_leaf, leaves) for child in children])
 
 
 def _flatten_keyed(tree: Any, is_leaf: IsLeaf, path: KeyPath, out: list) -> PyTreeDef:

@@ -84,8 +84,10 @@ def _flatten_with_keys(module: Module) -> tuple[list[tuple[Any, Any]], tuple]:
 
 
 def _flatten(module: Module) -> tuple[list[Any], tuple]:
-    keyed, aux = _flatten_with_keys(module)
-    return [child for _, child in keyed], aux
+    children = module._fgrad_children
+    fields = vars(module)
+    aux = tuple((n, _CHILD if n in children else v) for n, v in fields.items())
+    return [fields[n] for n in children], aux
 
 
 def _unflatten(cls: type[Module], aux: tuple, children: tuple) -> Module:

@@ -440,3 +440,17 @@ def test_prefix_leaves_broadcasts_inner_values_and_rejects_other_structures():
     assert prefix_leaves({"a": "x", "b": "y"}, tree, "labels") == ["x", "x", "y", "y", "y", "y"]
     with pytest.raises(ValueError, match="labels: the pytree must have the structure"):
         prefix_leaves({"a": 1, "z": 2}, tree, "labels")
+
+
+def test_a_type_registered_after_it_was_flattened_as_a_leaf_becomes_a_node():
+    class Pair:
+        def __init__(self, a, b):
+            self.a, self.b = a, b
+
+    pair = Pair(1, 2)
+    assert tu.tree_leaves([pair]) == [pair]  # unregistered: a leaf (remembered)
+    tu.register_pytree_node(Pair, lambda p: ((p.a, p.b), None),
+                                   lambda _, c: Pair(*c))
+    assert tu.tree_leaves([pair]) == [1, 2]
+    rebuilt = tu.tree_map(lambda x: x * 10, pair)
+    assert (rebuilt.a, rebuilt.b) == (10, 20)

@@ -195,6 +195,14 @@ class CLArray:
         self.device = device
         self.buffer = buffer
 
+    @classmethod
+    def wrap(cls, shape: tuple[int, ...], dtype: np.dtype, device: str, buffer: Any) -> CLArray:
+        """A CLArray of a tuple of ints and a NumPy dtype as they are (no conversions: the
+        per-launch path of an executable)."""
+        out = cls.__new__(cls)
+        out.shape, out.dtype, out.device, out.buffer = shape, dtype, device, buffer
+        return out
+
     @property
     def size(self) -> int:
         """The number of elements."""

@@ -89,7 +89,7 @@ class OpenCLExecutable:
         self.library_calls: dict[str, Eqn] = dict(getattr(program, "library_calls", {}))
         self.default = device
         self._built: dict[str, dict[str, tuple[Any, Launch]]] = {}
-        self._views: dict[tuple[int, str], Segment] = {}
+        self._plan: list[tuple[Any, list[Any], list[Any]]] | None = None
         self.compiled(get_device(device))  # build eagerly: errors show at compile time
 
     def rendered(self, dev: CLDevice | None = None) -> list[RenderedKernel]:
@@ -127,34 +127,46 @@ class OpenCLExecutable:
             env[id(v)] = _on_device(a, v, dev)
         buffers = [dev.alloc(n) for n in self.program.buffer_bytes]
         clock = _StepClock(self.program, dev)
-        for action in self.program.actions:
+        queue, dummy, where = dev.queue, dev.dummy, dev.name
+        for action, allocs, calls in self._launch_plan():
             if isinstance(action, HostStep):
                 _run_host(action.eqn, env, dev)
                 clock.lap(action)
                 continue
-            for v in action.allocs:
-                env[id(v)] = self._new(v, buffers, dev)
-            for name, slots in action.calls:
+            for key, shape, dtype, b, nbytes in allocs:
+                buffer = buffers[b] if b is not None else dev.alloc(nbytes)
+                env[key] = CLArray.wrap(shape, dtype, where, buffer)
+            for name, keys, view in calls:
                 kernel, launch = built[name]
                 if not launch.empty:
-                    args = [dev.arg(env[id(action.table[s])].buffer) for s in slots]
-                    kernel(dev.queue, launch.global_size, launch.local_size, *args)
-                clock.lap(self._call_view(action, name, slots))
+                    args = [dummy if (b := env[k].buffer) is None else b for k in keys]
+                    kernel(queue, launch.global_size, launch.local_size, *args)
+                if clock.prof is not None:
+                    clock.lap(view)
         return [_read(a, env, dev) for a in jaxpr.outvars]
 
-    def _call_view(self, action: Segment, name: str, slots: list[int]) -> Segment:
-        """One call of a segment as a segment of its own (a profiler row), made once."""
-        key = (id(action), name)
-        view = self._views.get(key)
-        if view is None:
-            view = self._views[key] = Segment([(name, slots)], action.table, [])
-        return view
-
-    def _new(self, var: Var, buffers: list[Any], dev: CLDevice) -> CLArray:
-        b = self.program.buffer_of.get(id(var))
-        if b is None:
-            return CLArray.empty(var.aval.shape, var.aval.dtype.np, dev)
-        return CLArray(var.aval.shape, var.aval.dtype.np, dev.name, buffers[b])
+    def _launch_plan(self) -> list[tuple[Any, list[Any], list[Any]]]:
+        """Per action, what a call does, resolved once: (action, allocations as (value id,
+        shape, dtype, buffer index or None, bytes), launches as (kernel name, the value ids
+        of its arguments, its profiler row))."""
+        if self._plan is None:
+            plan: list[tuple[Any, list[Any], list[Any]]] = []
+            for action in self.program.actions:
+                if isinstance(action, HostStep):
+                    plan.append((action, [], []))
+                    continue
+                allocs = []
+                for v in action.allocs:
+                    shape, dtype = tuple(int(d) for d in v.aval.shape), v.aval.dtype.np
+                    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+                    allocs.append((id(v), shape, dtype, self.program.buffer_of.get(id(v)),
+                                   nbytes))
+                calls = [(name, [id(action.table[s]) for s in slots],
+                          Segment([(name, slots)], action.table, []))
+                         for name, slots in action.calls]
+                plan.append((action, allocs, calls))
+            self._plan = plan
+        return self._plan
 
 
 class _StepClock:
