@@ -1,6 +1,7 @@
 """Where the per-call time of a launch-bound OpenCL step goes on a GPU (W5 and W9 steps).
 
     python bench/gpu_launch.py          # a markdown table, milliseconds per call (median)
+    python bench/gpu_launch.py quick    # its first row only
 
 Each step runs as the bench runs it (bench/mlp.py, bench/transformer.py), waiting for its
 results in three ways, then again with a JAX GPU context in the process and after fgrad's
@@ -67,6 +68,8 @@ def main() -> None:
     print("| process state, ms per call | " + " | ".join(heads) + " |")
     print("|---" * (len(heads) + 1) + "|")
     _row("fgrad only", 50)
+    if sys.argv[1:2] == ["quick"]:
+        return
     try:
         import jax
         jax.numpy.ones(4).block_until_ready()
