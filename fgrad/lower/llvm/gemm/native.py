@@ -39,6 +39,7 @@ FLOAT_TYPES = {dtypes.float32: (ir.FloatType(), 4), dtypes.float64: (ir.DoubleTy
 # every dtype the GEMM computes: int32 with wrapping products and sums (NumPy's int32 matmul)
 GEMM_TYPES = {**FLOAT_TYPES, dtypes.int32: (ir.IntType(32), 4)}
 KC = 256
+K_UNROLL = 4   # k steps per trip of the micro-kernel's main loop (then one at a time)
 MC_TARGET = 144
 NC = 2048
 
@@ -95,7 +96,7 @@ def micro_args(fp: ir.Type) -> list[ir.Type]:
     return [I64, fp, fp, fp, I64, I64, I64, I1, I64, fp, fp]
 
 
-ROUTINES_VERSION = 5   # bump when the shared routines' code changes (their symbols)
+ROUTINES_VERSION = 6   # bump when the shared routines' code changes (their symbols)
 
 
 class _Routines:
@@ -127,44 +128,59 @@ class _Routines:
         for arg in (a, bp, c):
             arg.add_attribute("noalias")
         b = ir.IRBuilder(fn.append_basic_block("entry"))
-        entry = b.block
-        head, body, done = (fn.append_basic_block(s) for s in ("k.head", "k.body", "k.done"))
-        b.branch(head)
-        b.position_at_end(head)
         zero = self._zero(self.vt)
-        p = b.phi(I64, name="p")
-        p.add_incoming(_c(0), entry)
-        accs = [[b.phi(self.vt, name=f"c{i}_{v}") for v in range(nr // lanes)]
-                for i in range(mr)]
-        for row in accs:
-            for acc in row:
-                acc.add_incoming(zero, entry)
-        b.cbranch(b.icmp_signed("<", p, kc), body, done)
-        b.position_at_end(body)
-        vp = self.vt.as_pointer()
-        bvecs = [b.load(b.bitcast(b.gep(bp, [b.add(b.mul(p, _c(nr)), _c(v * lanes))],
-                                        inbounds=True), vp), align=self.size)
-                 for v in range(nr // lanes)]
-        fma = self._multiply_add()
-        new = []
-        for i in range(mr):
-            x = b.load(b.gep(a, [b.add(b.mul(p, _c(mr)), _c(i))], inbounds=True))
-            splat = b.insert_element(ir.Constant(self.vt, ir.Undefined), x, ir.Constant(
-                ir.IntType(32), 0))
-            splat = b.shuffle_vector(splat, ir.Constant(self.vt, ir.Undefined),
-                                     ir.Constant(ir.VectorType(ir.IntType(32), lanes),
-                                                 [0] * lanes))
-            new.append([fma(b, splat, bv, accs[i][v]) for v, bv in enumerate(bvecs)])
-        latch = b.block
-        p.add_incoming(b.add(p, _c(1), flags=("nsw",)), latch)
-        for i in range(mr):
-            for v, acc in enumerate(accs[i]):
-                acc.add_incoming(new[i][v], latch)
-        b.branch(head)
-        b.position_at_end(done)
+        accs = [[zero] * (nr // lanes) for _ in range(mr)]
+        p, accs = self._k_loop(b, fn, kc, _c(0), accs, K_UNROLL, "k4")
+        p, accs = self._k_loop(b, fn, kc, p, accs, 1, "k")
         self._write_tile(b, accs, c, ldc, rows, cols, first, (mode, out2, bias))
         b.ret_void()
         return fn
+
+    def _k_loop(self, b: ir.IRBuilder, fn: ir.Function, kc: ir.Value, start: ir.Value,
+                accs: list[list[ir.Value]], steps: int, name: str
+                ) -> tuple[ir.Value, list[list[ir.Value]]]:
+        """A loop of `steps` k steps per trip while `steps` more fit below kc, from k =
+        `start` with accumulators `accs`; returns (k, accumulators) after it (in its exit
+        block, where `b` is left)."""
+        mr, nr, lanes = self.mr, self.nr, self.lanes
+        before = b.block
+        head, body, done = (fn.append_basic_block(f"{name}.{s}") for s in ("head", "body", "done"))
+        b.branch(head)
+        b.position_at_end(head)
+        p = b.phi(I64, name=name)
+        p.add_incoming(start, before)
+        phis = [[b.phi(self.vt, name=f"{name}c{i}_{v}") for v in range(nr // lanes)]
+                for i in range(mr)]
+        for row, init in zip(phis, accs, strict=True):
+            for phi, value in zip(row, init, strict=True):
+                phi.add_incoming(value, before)
+        b.cbranch(b.icmp_signed("<=", b.add(p, _c(steps)), kc), body, done)
+        b.position_at_end(body)
+        vp, fma = self.vt.as_pointer(), self._multiply_add()
+        new: list[list[ir.Value]] = [list(row) for row in phis]
+        for step in range(steps):
+            at = b.add(p, _c(step)) if step else p
+            bvecs = [b.load(b.bitcast(b.gep(fn.args[2], [b.add(b.mul(at, _c(nr)),
+                                                                _c(v * lanes))],
+                                            inbounds=True), vp), align=self.size)
+                     for v in range(nr // lanes)]
+            for i in range(mr):
+                x = b.load(b.gep(fn.args[1], [b.add(b.mul(at, _c(mr)), _c(i))],
+                                 inbounds=True))
+                splat = b.insert_element(ir.Constant(self.vt, ir.Undefined), x,
+                                         ir.Constant(ir.IntType(32), 0))
+                splat = b.shuffle_vector(splat, ir.Constant(self.vt, ir.Undefined),
+                                         ir.Constant(ir.VectorType(ir.IntType(32), lanes),
+                                                     [0] * lanes))
+                new[i] = [fma(b, splat, bv, new[i][v]) for v, bv in enumerate(bvecs)]
+        latch = b.block
+        p.add_incoming(b.add(p, _c(steps), flags=("nsw",)), latch)
+        for row, values in zip(phis, new, strict=True):
+            for phi, value in zip(row, values, strict=True):
+                phi.add_incoming(value, latch)
+        b.branch(head)
+        b.position_at_end(done)
+        return p, [list(row) for row in phis]
 
     def _bias_vectors(self, b: ir.IRBuilder, bias: ir.Value) -> list[ir.Value]:
         """The tile's NR/L vectors of the bias (read even when the mode adds none)."""
