@@ -274,7 +274,6 @@ def _get_handler(nodetype: type) -> _NodeHandler | None:
     return handler
 
 
-
 def _handler_of(nodetype: type) -> _NodeHandler | None:
     try:
         return _HANDLER_OF[nodetype]

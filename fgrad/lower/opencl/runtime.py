@@ -133,13 +133,13 @@ class OpenCLExecutable:
                 _run_host(action.eqn, env, dev)
                 clock.lap(action)
                 continue
-            for key, shape, dtype, b, nbytes in allocs:
-                buffer = buffers[b] if b is not None else dev.alloc(nbytes)
+            for key, shape, dtype, slot, nbytes in allocs:
+                buffer = buffers[slot] if slot is not None else dev.alloc(nbytes)
                 env[key] = CLArray.wrap(shape, dtype, where, buffer)
             for name, keys, view in calls:
                 kernel, launch = built[name]
                 if not launch.empty:
-                    args = [dummy if (b := env[k].buffer) is None else b for k in keys]
+                    args = [dummy if env[k].buffer is None else env[k].buffer for k in keys]
                     kernel(queue, launch.global_size, launch.local_size, *args)
                 if clock.prof is not None:
                     clock.lap(view)

@@ -156,17 +156,16 @@ class _Routines:
                 phi.add_incoming(value, before)
         b.cbranch(b.icmp_signed("<=", b.add(p, _c(steps)), kc), body, done)
         b.position_at_end(body)
+        _, a, bp, *_ = fn.args   # the packed A and B slivers (micro_kernel's arguments)
         vp, fma = self.vt.as_pointer(), self._multiply_add()
         new: list[list[ir.Value]] = [list(row) for row in phis]
         for step in range(steps):
             at = b.add(p, _c(step)) if step else p
-            bvecs = [b.load(b.bitcast(b.gep(fn.args[2], [b.add(b.mul(at, _c(nr)),
-                                                                _c(v * lanes))],
+            bvecs = [b.load(b.bitcast(b.gep(bp, [b.add(b.mul(at, _c(nr)), _c(v * lanes))],
                                             inbounds=True), vp), align=self.size)
                      for v in range(nr // lanes)]
             for i in range(mr):
-                x = b.load(b.gep(fn.args[1], [b.add(b.mul(at, _c(mr)), _c(i))],
-                                 inbounds=True))
+                x = b.load(b.gep(a, [b.add(b.mul(at, _c(mr)), _c(i))], inbounds=True))
                 splat = b.insert_element(ir.Constant(self.vt, ir.Undefined), x,
                                          ir.Constant(ir.IntType(32), 0))
                 splat = b.shuffle_vector(splat, ir.Constant(self.vt, ir.Undefined),
