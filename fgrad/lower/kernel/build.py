@@ -409,7 +409,7 @@ def _use_memory_form(step: KernelStep) -> bool:
     if step.is_rows:
         return False
     last = len(step.shape) - 1
-    halves = any(v.aval.dtype == dtypes.float16 for v in step.outputs)
+    halves = any(v.aval.dtype in (dtypes.float16, dtypes.bfloat16) for v in step.outputs)
     reduced_work = any(step.shape[a] > 1 for a in step.axes)
     return (last >= 0 and last not in step.axes and step.shape[last] > 1 and reduced_work
             and not halves)

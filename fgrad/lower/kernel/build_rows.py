@@ -134,11 +134,12 @@ def _ix_value(ix: Ix, env: dict[Sym, int]) -> int:
 
 
 def _acc_value(j: int, var: Var) -> Expr:
-    """A reduction's accumulator as later phases see it: rounded to float16 as its store
-    and load would round it."""
+    """A reduction's accumulator as later phases see it: rounded to float16/bfloat16 as
+    its store and load would round it."""
     dtype = var.aval.dtype
     acc = AccRead(j, dtype)
-    return Op("convert_element_type", (acc,), dtype) if dtype == dtypes.float16 else acc
+    narrow = dtype in (dtypes.float16, dtypes.bfloat16)
+    return Op("convert_element_type", (acc,), dtype) if narrow else acc
 
 
 # ---------------------------------------------------------------------------- phases

@@ -1,10 +1,13 @@
 """The LLVM lowering of every elementwise primitive: one table entry per primitive.
 
-In: llvmlite values in register types (bool is i1, float16 is computed in float).
+In: llvmlite values in register types (bool is i1, float16 and bfloat16 are computed in
+float).
 Out: the result value, with the exact semantics of the primitive's NumPy impl: integer
 division and remainder never trap (x / 0 == 0, x % 0 == 0, INT_MIN / -1 wraps), shifts by
 out-of-range amounts give 0 (or the sign fill), float->int casts saturate with NaN -> 0,
-and every float16 result is rounded to half precision after each op, as NumPy rounds.
+and every float16/bfloat16 result is rounded to its precision after each op, as NumPy (and
+ml_dtypes) round. bfloat16 lives in memory as its 16 bits (an i16: the upper half of a
+float), rounded to nearest even with integer ops that vectorize.
 """
 from __future__ import annotations
 
@@ -15,7 +18,9 @@ from llvmlite import ir
 from fgrad.core.dtypes import DType, dtypes
 from fgrad.lower.llvm import vmath as llvm_math
 
-I1, I8, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(64)
+I1, I8, I16, I32, I64 = (ir.IntType(1), ir.IntType(8), ir.IntType(16), ir.IntType(32),
+                        ir.IntType(64))
+NARROW_FLOATS = (dtypes.float16, dtypes.bfloat16)  # computed in float, rounded after each op
 
 
 def reg_type(dtype: DType) -> ir.Type:
@@ -28,11 +33,14 @@ def reg_type(dtype: DType) -> ir.Type:
 
 
 def mem_type(dtype: DType) -> ir.Type:
-    """The in-memory element type of a dtype (bool -> i8, float16 -> half)."""
+    """The in-memory element type of a dtype (bool -> i8, float16 -> half, bfloat16 ->
+    i16)."""
     if dtype == dtypes.bool:
         return I8
     if dtype == dtypes.float16:
         return ir.HalfType()
+    if dtype == dtypes.bfloat16:
+        return I16
     return reg_type(dtype)
 
 
@@ -89,16 +97,54 @@ class Emitter:
 
     def emit(self, op: str, args: list[ir.Value], arg_dtypes: list[DType], dtype: DType
              ) -> ir.Value:
-        """The value of primitive `op` on `args`; float16 results rounded to half."""
+        """The value of primitive `op` on `args`; float16/bfloat16 results rounded."""
         fn = OPS.get(op)
         if fn is None:
             raise NotImplementedError(f"llvm backend: no lowering for primitive '{op}'")
         out = fn(self, args, arg_dtypes[0] if arg_dtypes else dtype, dtype)
-        return self.round_half(out) if dtype == dtypes.float16 else out
+        return self.round_to(dtype, out)
 
-    def round_half(self, x: ir.Value) -> ir.Value:
-        """Round a float register to the nearest half-precision value."""
-        return self.b.fpext(self.b.fptrunc(x, ir.HalfType()), ir.FloatType())
+    def round_to(self, dtype: DType, x: ir.Value) -> ir.Value:
+        """A float register rounded to the nearest value of `dtype` (only float16 and
+        bfloat16 round; every other dtype's registers hold its values exactly)."""
+        if dtype == dtypes.float16:
+            return self.b.fpext(self.b.fptrunc(x, ir.HalfType()), ir.FloatType())
+        if dtype == dtypes.bfloat16:
+            return self.b.bitcast(self._bfloat_bits(x), ir.FloatType())
+        return x
+
+    def _bfloat_bits(self, x: ir.Value) -> ir.Value:
+        """The float bits of x rounded to bfloat16 (nearest, ties to even; a NaN becomes
+        the quiet NaN of its sign, as ml_dtypes converts): the low 16 bits are zero."""
+        b = self.b
+        bits = b.bitcast(x, I32)
+        odd = b.and_(b.lshr(bits, ir.Constant(I32, 16)), ir.Constant(I32, 1))
+        rounded = b.add(bits, b.add(odd, ir.Constant(I32, 0x7FFF)))
+        rounded = b.and_(rounded, ir.Constant(I32, 0xFFFF0000 - (1 << 32)))
+        quiet = b.or_(b.and_(bits, ir.Constant(I32, -(1 << 31))), ir.Constant(I32, 0x7FC00000))
+        return b.select(b.fcmp_unordered("uno", x, x), quiet, rounded)
+
+    def to_memory(self, dtype: DType, x: ir.Value) -> ir.Value:
+        """A register value as `dtype` stores it (bool as a byte, float16 as half,
+        bfloat16 as its rounded upper 16 bits)."""
+        if dtype == dtypes.bool:
+            return self.b.zext(x, I8)
+        if dtype == dtypes.float16:
+            return self.b.fptrunc(x, ir.HalfType())
+        if dtype == dtypes.bfloat16:
+            return self.b.trunc(self.b.lshr(self._bfloat_bits(x), ir.Constant(I32, 16)), I16)
+        return x
+
+    def from_memory(self, dtype: DType, v: ir.Value) -> ir.Value:
+        """A loaded element as a register value of `dtype` (exact)."""
+        b = self.b
+        if dtype == dtypes.bool:
+            return b.icmp_unsigned("!=", v, ir.Constant(v.type, 0))
+        if dtype == dtypes.float16:
+            return b.fpext(v, ir.FloatType())
+        if dtype == dtypes.bfloat16:
+            return b.bitcast(b.shl(b.zext(v, I32), ir.Constant(I32, 16)), ir.FloatType())
+        return v
 
 
 Rule = Callable[[Emitter, list[ir.Value], DType, DType], ir.Value]
@@ -154,9 +200,8 @@ def _logistic(em: Emitter, a: list[ir.Value], dt: DType, od: DType) -> ir.Value:
 
 
 def _rsqrt(em: Emitter, a: list[ir.Value], dt: DType, od: DType) -> ir.Value:
-    """1 / sqrt(x), rounding in between for float16 as the NumPy impl does."""
-    root = em.intrinsic("llvm.sqrt", a)
-    root = em.round_half(root) if od == dtypes.float16 else root
+    """1 / sqrt(x), rounding in between for float16/bfloat16 as the NumPy impl does."""
+    root = em.round_to(od, em.intrinsic("llvm.sqrt", a))
     return em.b.fdiv(ir.Constant(a[0].type, 1.0), root)
 
 

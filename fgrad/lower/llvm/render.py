@@ -202,11 +202,7 @@ class _KernelRenderer:
         return self.b.gep(self.fn.args[buf], [self.index(index)], inbounds=True)
 
     def store(self, buf: int, index: Ix, value: ir.Value) -> None:
-        dtype = self.kernel.params[buf].dtype
-        if dtype == dtypes.bool:
-            value = self.b.zext(value, mem_type(dtype))
-        elif dtype == dtypes.float16:
-            value = self.b.fptrunc(value, mem_type(dtype))
+        value = self.em.to_memory(self.kernel.params[buf].dtype, value)
         self.b.store(value, self.pointer(buf, index))
 
     def acc_init(self, s: AccInit) -> None:
@@ -241,10 +237,7 @@ class _KernelRenderer:
     def compute(self, e: Expr) -> ir.Value:
         b = self.b
         if isinstance(e, Load):
-            v = b.load(self.pointer(e.buf, e.index))
-            if e.dtype == dtypes.bool:
-                return b.icmp_unsigned("!=", v, ir.Constant(v.type, 0))
-            return b.fpext(v, reg_type(e.dtype)) if e.dtype == dtypes.float16 else v
+            return self.em.from_memory(e.dtype, b.load(self.pointer(e.buf, e.index)))
         if isinstance(e, IndexValue):
             return self.index_value(e)
         if isinstance(e, IndexPred):
@@ -262,8 +255,7 @@ class _KernelRenderer:
         if e.dtype == dtypes.bool:
             return self.b.icmp_signed("!=", i, _i64(0))
         if e.dtype.is_float:
-            value = self.b.sitofp(i, reg_type(e.dtype))
-            return self.em.round_half(value) if e.dtype == dtypes.float16 else value
+            return self.em.round_to(e.dtype, self.b.sitofp(i, reg_type(e.dtype)))
         return self.b.trunc(i, reg_type(e.dtype)) if e.dtype.itemsize < 8 else i
 
     def predicate(self, e: IndexPred) -> ir.Value:

@@ -35,12 +35,22 @@ def reg_type(dtype: DType) -> str:
 
 
 def mem_type(dtype: DType) -> str:
-    """The C element type of a buffer (bool -> uchar, float16 -> half)."""
+    """The C element type of a buffer (bool -> uchar, float16 -> half, bfloat16 -> ushort:
+    the upper half of a float's bits)."""
     if dtype == dtypes.bool:
         return "uchar"
     if dtype == dtypes.float16:
         return "half"
+    if dtype == dtypes.bfloat16:
+        return "ushort"
     return reg_type(dtype)
+
+
+def rounded(dtype: DType, text: str) -> str:
+    """The expression `text` (a float) rounded to `dtype` when that is float16/bfloat16."""
+    if dtype == dtypes.float16:
+        return f"fg_rh({text})"
+    return f"fg_rb({text})" if dtype == dtypes.bfloat16 else text
 
 
 def _wrap_type(dtype: DType) -> str:
@@ -129,10 +139,8 @@ def _tanh(a: list[str], dt: DType, od: DType) -> str:
 
 
 def _rsqrt(a: list[str], dt: DType, od: DType) -> str:
-    """1 / sqrt(x), rounding in between for float16 as the NumPy impl does."""
-    root = f"sqrt({a[0]})"
-    if od == dtypes.float16:
-        root = f"fg_rh({root})"
+    """1 / sqrt(x), rounding in between for float16/bfloat16 as the NumPy impl does."""
+    root = rounded(od, f"sqrt({a[0]})")
     return f"({'1.0' if dt == dtypes.float64 else '1.0f'} / {root})"
 
 
@@ -244,12 +252,11 @@ OPS: dict[str, Rule] = {
 
 
 def render_op(op: str, args: list[str], arg_dtype: DType, dtype: DType) -> str:
-    """The expression of primitive `op`; float16 results are rounded to half."""
+    """The expression of primitive `op`; float16/bfloat16 results are rounded."""
     rule = OPS.get(op)
     if rule is None:
         raise NotImplementedError(f"opencl backend: no lowering for primitive '{op}'")
-    text = rule(args, arg_dtype, dtype)
-    return f"fg_rh({text})" if dtype == dtypes.float16 else text
+    return rounded(dtype, rule(args, arg_dtype, dtype))
 
 
 # ---------------------------------------------------------------------------- helpers
@@ -260,6 +267,18 @@ static float fg_rh(float x) {
   vstore_half_rte(x, 0, (__private half*)&h);
   return vload_half(0, (__private half*)&h);
 }"""
+
+# bfloat16: the float's bits rounded to nearest even at bit 16; a NaN becomes the quiet NaN
+# of its sign (as ml_dtypes converts). fg_bb gives the 16 stored bits.
+_ROUND_BFLOAT = """\
+static uint fg_bf_bits(float x) {
+  uint u = as_uint(x);
+  if (isnan(x)) return (u & 0x80000000u) | 0x7fc00000u;
+  return (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+}
+static float fg_rb(float x) { return as_float(fg_bf_bits(x)); }
+static ushort fg_bb(float x) { return (ushort)(fg_bf_bits(x) >> 16); }
+static float fg_bl(ushort h) { return as_float((uint)h << 16); }"""
 
 
 def _int_pow_helper(t: str) -> str:
@@ -278,6 +297,8 @@ def _int_pow_helper(t: str) -> str:
 def helpers_for(source: str) -> str:
     """Definitions of the `fg_*` helper functions that `source` calls."""
     parts = [_ROUND_HALF] if "fg_rh(" in source else []
+    if any(f"{name}(" in source for name in ("fg_rb", "fg_bb", "fg_bl")):
+        parts.append(_ROUND_BFLOAT)
     for t in sorted(set(re.findall(r"fg_ipow_(\w+)\(", source))):
         parts.append(_int_pow_helper(t))
     return "\n".join(parts)

@@ -18,7 +18,8 @@ Three forms, read off the loop nest that kernel/build.py produces:
   see opencl/render_rows.py;
 - anything else: one work-item runs the nest as written (correct, not parallel).
 Values are `const` temporaries named like the kernel IR printer's; float16 is stored as
-`half` (vload_half/vstore_half) and computed in float; float64 enables cl_khr_fp64.
+`half` (vload_half/vstore_half) and bfloat16 as `ushort` (its float's upper bits), both
+computed in float; float64 enables cl_khr_fp64.
 """
 from __future__ import annotations
 
@@ -55,6 +56,7 @@ from fgrad.lower.opencl.ops import (
     mem_type,
     reg_type,
     render_op,
+    rounded,
 )
 
 DEFAULT_GROUP = 256
@@ -267,6 +269,8 @@ class _Writer:
         ptr, ix, v = self.params[s.buf], self.index(s.index), self.value(s.value)
         if dtype == dtypes.float16:
             self.line(f"vstore_half_rte({v}, {ix}, {ptr});")
+        elif dtype == dtypes.bfloat16:
+            self.line(f"{ptr}[{ix}] = fg_bb({v});")
         elif dtype == dtypes.bool:
             self.line(f"{ptr}[{ix}] = (uchar){v};")
         else:
@@ -288,10 +292,11 @@ class _Writer:
             ptr, ix = self.params[e.buf], self.index(e.index)
             if e.dtype == dtypes.float16:
                 return f"vload_half({ix}, {ptr})"
+            if e.dtype == dtypes.bfloat16:
+                return f"fg_bl({ptr}[{ix}])"
             return f"({ptr}[{ix}] != 0)" if e.dtype == dtypes.bool else f"{ptr}[{ix}]"
         if isinstance(e, IndexValue):
-            text = index_cast(e.dtype, self.index(e.index))
-            return f"fg_rh({text})" if e.dtype == dtypes.float16 else text
+            return rounded(e.dtype, index_cast(e.dtype, self.index(e.index)))
         if isinstance(e, IndexPred):
             return " && ".join(self.condition(c.index, c.lo, c.hi, c.step) for c in e.conds)
         assert isinstance(e, Op)

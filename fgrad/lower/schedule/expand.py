@@ -8,10 +8,10 @@ same invars in which every equation of a primitive in `EXPANDERS` is replaced:
 - argmax/argmin, cumsum/cumprod/cummax/cummin and sort are staged from the functions in
   schedule/expand_math.py (elementwise, movement and reduction primitives only) and inlined;
 - dot_general on dtypes the gemm lacks: float16/bfloat16 becomes a float32 gemm between
-  conversions, integer and bool a fused multiply and reduce_sum (schedule/expand_dot.py);
+  conversions (native kernels; the last one fuses as the gemm's epilogue), integer and bool
+  a fused multiply and reduce_sum (schedule/expand_dot.py);
 - custom_lin has no evaluation semantics: expanding it raises its impl's TypeError.
-Other equations on bfloat16 keep their host step (every bfloat16 equation is one). The
-input Jaxpr object itself comes back when nothing matched (executables are cached by its
+The input Jaxpr object itself comes back when nothing matched (executables are cached by its
 identity). Expanded outputs keep the variables of the replaced equation where they can,
 so names in the schedule printout still match the user's jaxpr.
 """
@@ -20,7 +20,6 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from fgrad.core.dtypes import dtypes
 from fgrad.core.ir import Atom, Eqn, Jaxpr, Literal, SourceInfo, Var
 from fgrad.core.staging import trace_to_jaxpr
 from fgrad.core.trace import current_trace
@@ -93,10 +92,7 @@ def _applies(eqn: Eqn, native_library: bool = False) -> bool:
         return True
     if name == "dot_general" and not expand_dot.needs_expansion(eqn, native_library):
         return False  # a gemm (fgrad's own on llvm, int32 too; a tiled kernel on opencl)
-    if name == "dot_general":
-        return True  # bfloat16 too: its float32 gemm is native, its conversions host steps
-    avals = [a.aval for a in eqn.inputs] + [v.aval for v in eqn.outvars]
-    return all(a.dtype != dtypes.bfloat16 for a in avals)
+    return True
 
 
 def _stage(fn: Callable[..., list[Any]], eqn: Eqn) -> Jaxpr:

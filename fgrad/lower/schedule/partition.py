@@ -42,8 +42,11 @@ Fusion rules:
 - argmax, cumulative ops, sort, nested calls and non-BLAS dot_general never reach the
   schedule: schedule/expand.py rewrites them into the primitives above first.
 
-HOST STEPS remain only for equations on bfloat16, for linalg on opencl (no LAPACK there)
-and for float16 linalg; they run the NumPy `impl` between native segments.
+HOST STEPS remain only for linalg on opencl (no LAPACK there), half-precision linalg,
+conversions to float16/bfloat16 that would round twice through float32 (from float64 or
+wide integers), bitcasts of bool/float16/bfloat16, and float16 on a CPU without F16C; they
+run the NumPy `impl` between native segments. float16 and bfloat16 are otherwise computed
+in float32 registers and rounded after each op, as the NumPy impl (ml_dtypes) rounds.
 """
 from __future__ import annotations
 
@@ -79,7 +82,8 @@ NATIVE_SEQUENCE_DTYPES = (dtypes.float32, dtypes.float64, dtypes.int32, dtypes.i
 # fgrad.distributed's collectives: one mpi4py call from the host (docs/distributed.md).
 COLLECTIVES = frozenset({"psum", "pmean", "pmax", "pmin", "all_gather", "process_broadcast"})
 HALF_FROM = frozenset({dtypes.bool, dtypes.int8, dtypes.uint8, dtypes.int16, dtypes.uint16,
-                       dtypes.float16, dtypes.float32})  # exact in float32: one rounding
+                       dtypes.float16, dtypes.bfloat16, dtypes.float32})  # exact in float32
+NARROW_FLOATS = (dtypes.float16, dtypes.bfloat16)  # computed in float32, rounded per op
 
 
 @dataclass(frozen=True, eq=False)
@@ -219,16 +223,14 @@ def host_reason(eqn: Eqn, half_native: bool = True, native_linalg: bool = True
             and name != "scatter":
         return f"no native kernel for {name} yet"
     avals = [a.aval for a in eqn.inputs] + [v.aval for v in eqn.outvars]
-    if any(a.dtype == dtypes.bfloat16 for a in avals):
-        return "bfloat16 is computed by the NumPy impl for now"
     if not half_native and any(a.dtype == dtypes.float16 for a in avals):
         return "this CPU lacks F16C, so float16 runs on the NumPy impl"
-    if name == "convert_element_type" and eqn.params["new_dtype"] == dtypes.float16 \
+    if name == "convert_element_type" and eqn.params["new_dtype"] in NARROW_FLOATS \
             and eqn.inputs[0].aval.dtype not in HALF_FROM:
-        return "this conversion to float16 would round twice natively"
-    if name == "bitcast_convert_type" and any(a.dtype in (dtypes.bool, dtypes.float16)
+        return f"this conversion to {eqn.params['new_dtype'].name} would round twice natively"
+    if name == "bitcast_convert_type" and any(a.dtype in (dtypes.bool, *NARROW_FLOATS)
                                               for a in avals):
-        return "bitcasts of bool/float16 run on the NumPy impl"
+        return "bitcasts of bool/float16/bfloat16 run on the NumPy impl"
     if name == "concatenate" and len(eqn.inputs) > MAX_CONCAT_INPUTS:
         return f"concatenate of more than {MAX_CONCAT_INPUTS} operands"
     return None

@@ -150,8 +150,8 @@ def registers_hold_rows(shape: tuple[int, ...], axes: tuple[int, ...]) -> bool:
 
 def _row_form_ok(step: KernelStep, var: Var, red: bool) -> bool:
     """Whether rows fit in cache and the loops can run over them: in registers, or with
-    the accumulators in their output buffers when no reduction is float16 (float16 would
-    round at every step there)."""
+    the accumulators in their output buffers when no reduction is float16/bfloat16 (they
+    would round at every step there)."""
     reduced = [a for a, n in enumerate(step.shape) if n != 1 and a in step.axes]
     if not reduced:
         return True
@@ -164,7 +164,8 @@ def _row_form_ok(step: KernelStep, var: Var, red: bool) -> bool:
     if registers_hold_rows(step.shape, step.axes):
         return True
     reductions = [v for v, r in zip(step.outputs, step.reduced, strict=True) if r]
-    return all(v.aval.dtype != dtypes.float16 for v in reductions + [var] * red)
+    narrow = (dtypes.float16, dtypes.bfloat16)
+    return all(v.aval.dtype not in narrow for v in reductions + [var] * red)
 
 
 def row_phase(g: Graph, step: KernelStep, eqn: Eqn, var: Var, realized: set[int]

@@ -364,9 +364,24 @@ def test_lowered_text_shows_the_expansion(jit_backend: str) -> None:
     assert "sort[descending=False]" in text and "0 host steps" in text
 
 
-def test_bfloat16_keeps_one_host_step() -> None:
-    x = Tensor(np.ones((2, 5), np.float32)).cast(dtypes.bfloat16)
-    assert [h.eqn.primitive.name for h in hosts_of(lambda t: P.sort(t)[0], x)] == ["sort"]
+def test_bfloat16_sort_argmax_and_cumsum_expand_natively(jit_backend: str) -> None:
+    """bfloat16 expands like float16: sort compares the values, argmax picks the first
+    maximum, cumsum accumulates in float32 and rounds once (as the NumPy impl does)."""
+    import ml_dtypes
+    raw = RNG.standard_normal((3, 40)).astype(np.float32)
+    raw[0, 5] = np.nan
+    x = raw.astype(ml_dtypes.bfloat16)
+    t = Tensor(x)
+    fn = lambda v: (P.sort(v)[0], v.argmax(1), v.cumsum(1))  # noqa: E731
+    assert hosts_of(fn, t) == []
+    got_sort, got_arg, got_sum = fgrad.jit(fn, backend=jit_backend)(t)
+    wide = x.astype(np.float32)
+    assert as_np(got_sort).dtype == as_np(got_sum).dtype == ml_dtypes.bfloat16
+    rounded = lambda v: v.astype(ml_dtypes.bfloat16).astype(np.float32)  # noqa: E731
+    equal = np.testing.assert_array_equal
+    equal(as_np(got_sort).astype(np.float32), rounded(np.sort(wide, axis=1)))
+    equal(as_np(got_arg), np.argmax(wide, axis=1))
+    equal(as_np(got_sum).astype(np.float32), rounded(np.cumsum(wide, axis=1)))
 
 
 def test_custom_lin_raises_its_error_when_compiled(jit_backend: str) -> None:
