@@ -44,11 +44,12 @@ from llvmlite import ir
 from fgrad import flags
 from fgrad.core.ir import Eqn
 from fgrad.lower.kernel.ir import Kernel, kernel_fingerprint
+from fgrad.lower.kernel.streaming import streamed_outputs
 from fgrad.lower.llvm import disk_cache
 from fgrad.lower.llvm import target as llvm_target
 from fgrad.lower.llvm.blas import library_chunking
-from fgrad.lower.llvm.render import (kernel_function_type, register_library_symbols,
-                                     render_kernel, render_library_call)
+from fgrad.lower.llvm.lapack import register_library_symbols
+from fgrad.lower.llvm.render import kernel_function_type, render_kernel, render_library_call
 from fgrad.lower.llvm.threads import kernel_work, split_extent
 
 FOLDER = "llvm_kernels"
@@ -281,7 +282,8 @@ def _kernel_key(kernel: Kernel, key_of: Callable[[str], str]) -> tuple[str, int 
     if source is None:
         text, _ = _kernel_text(kernel)
         return key_of(text if level is None else f"O{level}\n{text}"), level
-    described = f"kernel-ir\n{source}\n{split_extent(kernel)}\n{level}\n"
+    described = (f"kernel-ir\n{source}\n{split_extent(kernel)}\n{level}\n"
+                 f"{streamed_outputs(kernel)}\n")
     return key_of(described + kernel_fingerprint(kernel)), level
 
 

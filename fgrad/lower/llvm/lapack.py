@@ -30,7 +30,10 @@ inputs; float operands as float/double, int32 as i32); its methods emit loops (`
 (`arg`), malloc'ed scratch freed by `finish`, and copies, transposes and NaN fills of
 matrices. Routines are SciPy's Cython-exported BLAS/LAPACK (Fortran convention: every
 argument by pointer, column-major), registered by llvm/blas.py; malloc and free are the
-process's libc ones, registered as `fgrad_malloc` and `fgrad_free`.
+process's libc ones, registered as `fgrad_malloc` and `fgrad_free`. `library_symbols` says
+what any library call (LAPACK, OpenBLAS's gemm) resolves from the process, and
+`register_named_symbols` registers those names (object code from a cache is linked
+without rendering, so the runtime registers them for every call).
 """
 from __future__ import annotations
 
@@ -44,7 +47,9 @@ from scipy.linalg import lapack
 
 from fgrad.core.dtypes import DType, dtypes
 from fgrad.core.ir import Eqn
-from fgrad.lower.llvm.blas import register_routine
+from fgrad.lower.llvm.blas import register_routine, register_symbols, single_threaded_blas
+from fgrad.lower.llvm.gemm.native import uses_native_gemm
+from fgrad.lower.schedule.partition import SEQUENCE_OPS
 
 I8 = ir.IntType(8)
 I32 = ir.IntType(32)
@@ -478,3 +483,32 @@ def render_lapack(module: ir.Module, name: str, eqn: Eqn) -> ir.Function:
     if math.prod(g.batch):
         BODIES[prim](g)
     return g.finish()
+
+
+# ---------------------------------------------------------------------------- symbols
+
+def library_symbols(eqn: Eqn) -> list[str]:
+    """What library call `eqn`'s code resolves from the process: "gemm" (OpenBLAS's gemm),
+    LAPACK/BLAS routines and libc (`lapack.lapack_symbols`), or nothing (native code)."""
+    if eqn.primitive.name in SEQUENCE_OPS:
+        return []
+    if eqn.primitive.name != "dot_general":
+        return lapack_symbols(eqn)
+    if uses_native_gemm(eqn):
+        return []
+    return ["gemm"]
+
+
+def register_named_symbols(names: list[str]) -> None:
+    """Make the `library_symbols` names resolvable by MCJIT (ValueError for a name no call
+    gives). Rendering does it too; object code from a cache is linked without rendering,
+    so the runtime calls this for every library call."""
+    if "gemm" in names:
+        register_symbols()
+        single_threaded_blas()
+    register_named([name for name in names if name != "gemm"])
+
+
+def register_library_symbols(eqn: Eqn) -> None:
+    """`register_named_symbols` of library call `eqn`'s `library_symbols`."""
+    register_named_symbols(library_symbols(eqn))

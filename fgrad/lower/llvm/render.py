@@ -10,7 +10,8 @@ kernels split (llvm/threads.py), one entry per part, `segN_pK(buffers, thread, s
 that every thread of the pool runs. Loops count up in i64 with the innermost loop
 over the contiguous axis, so LLVM's loop vectorizer handles them; reduction accumulators
 allow reassociation so they vectorize too. Elementwise arithmetic carries no fast-math
-flags, so results match NumPy's IEEE ones.
+flags, so results match NumPy's IEEE ones. A large memory-bound kernel writes its output
+with non-temporal stores, a cache line at a time (kernel/streaming.py).
 """
 from __future__ import annotations
 
@@ -22,16 +23,17 @@ from fgrad.core.dtypes import dtypes
 from fgrad.core.ir import Eqn
 from fgrad.lower.kernel.index import Clamp, Div, Dyn, Ix, Mod, Sym
 from fgrad.lower.kernel.build import identity
+from fgrad.lower.kernel.streaming import LINE_BYTES, line_elements, streamed_outputs
 from fgrad.lower.kernel.pieces import (clamp_idle, decide, fixed_quotient, piece_ranges,
                                        plain_sym, range_in, tile_width)
 from fgrad.lower.kernel.ir import (AccInit, AccRead, AccUpdate, Const, Expr, IndexPred,
                                    IndexValue, Kernel, Load, Loop, Op, Stmt, Store)
-from fgrad.lower.llvm.blas import register_symbols, render_gemm, single_threaded_blas
+from fgrad.lower.llvm.blas import render_gemm
 from fgrad.lower.llvm.gemm.driver import render_native_gemm, render_native_gemm_rows
 from fgrad.lower.llvm.gemm.prepack import prepack_plan
 from fgrad.lower.llvm.gemm.native import epilogue_row_scale, uses_native_gemm
 from fgrad.lower.llvm.blas import library_chunking, render_gemm_rows
-from fgrad.lower.llvm.lapack import lapack_symbols, register_named, render_lapack
+from fgrad.lower.llvm.lapack import render_lapack
 from fgrad.lower.llvm.sequences import render_sequence_op
 from fgrad.lower.schedule.partition import SEQUENCE_OPS
 from fgrad.lower.llvm.ops import I1, I64, OPS, Emitter, const, mem_type, reg_type
@@ -73,13 +75,22 @@ def _inner_trips(s: Loop) -> int:
 class _KernelRenderer:
     """Builds one kernel function; values and indices are memoized per loop scope."""
 
-    def __init__(self, module: ir.Module, kernel: Kernel, split: bool):
+    def __init__(self, module: ir.Module, kernel: Kernel, split: bool,
+                 streamed: tuple[int, ...] = (), twin: ir.Function | None = None):
         self.kernel = kernel
-        self.fn = ir.Function(module, _signature(kernel, split), name=kernel.name)
+        # `streamed`: this is the twin that writes those outputs with streaming stores
+        # (kernel/streaming.py), called by the kernel's function when they are aligned
+        name = f"{kernel.name}.stream" if streamed else kernel.name
+        self.fn = ir.Function(module, _signature(kernel, split), name=name)
         self.fn.linkage = "internal"
-        for arg, p in zip(self.fn.args, kernel.params, strict=False):
+        self.streamed, self.twin, self.streaming = streamed, twin, False
+        for n, (arg, p) in enumerate(zip(self.fn.args, kernel.params, strict=False)):
             arg.name = p.name
             arg.add_attribute("noalias")
+            if n in streamed:
+                arg.attributes.align = LINE_BYTES
+        if streamed:   # inlined, its outputs' alignment would be forgotten
+            self.fn.attributes.add("noinline")
         # a split kernel runs iterations [start, stop) of its (only) outermost loop
         self.chunk = tuple(self.fn.args[-2:]) if split else None
         if split:
@@ -94,10 +105,59 @@ class _KernelRenderer:
         self.accs: dict[int, ir.AllocaInstr] = {}
 
     def render(self) -> ir.Function:
+        if self.twin is not None:
+            self.call_twin_when_aligned()
         for s in self.kernel.body:
             self.stmt(s)
         self.b.ret_void()
         return self.fn
+
+    def call_twin_when_aligned(self) -> None:
+        """Run the streaming twin instead when every output it streams is line-aligned."""
+        b = self.b
+        aligned: ir.Value = ir.Constant(I1, 1)
+        for n in streamed_outputs(self.kernel):
+            low = b.and_(b.ptrtoint(self.fn.args[n], I64), _i64(LINE_BYTES - 1))
+            aligned = b.and_(aligned, b.icmp_unsigned("==", low, _i64(0)))
+        stream, plain = self.fn.append_basic_block("stream"), self.fn.append_basic_block("plain")
+        b.cbranch(aligned, stream, plain)
+        b.position_at_end(stream)
+        assert self.twin is not None
+        b.call(self.twin, list(self.fn.args))
+        b.ret_void()
+        b.position_at_end(plain)
+
+    def stream_loop(self, s: Loop) -> None:
+        """The kernel's loop over [lo, hi) as three: ordinary stores up to the first whole
+        cache line, streaming stores line by line (a line's elements unrolled, so LLVM
+        stores each line with aligned vector stores), ordinary stores after the last."""
+        b, width = self.b, line_elements(self.kernel, self.streamed)
+        lo, hi = self.chunk if self.chunk else (_i64(0), _i64(s.sym.extent))
+        first = b.and_(b.add(lo, _i64(width - 1)), _i64(-width))
+        first = b.select(b.icmp_signed("<", first, hi), first, hi)
+        lines = b.udiv(hi, _i64(width))
+        last = b.mul(lines, _i64(width))
+        last = b.select(b.icmp_signed("<", last, first), first, last)
+        self.scoped(lambda: self.counted(s.sym.name, lo, first, s,
+                                         lambda i: self.loop_body(s, i)))
+
+        def line(q: ir.Value) -> None:
+            def element(r: ir.Value) -> None:
+                self.loop_body(s, self.b.add(self.b.mul(q, _i64(width), flags=NSW), r,
+                                             flags=NSW))
+            self.streaming = True
+            self.counted(f"{s.sym.name}.e", _i64(0), _i64(width), s, element, unroll=True)
+            self.streaming = False
+        self.scoped(lambda: self.counted(f"{s.sym.name}.line", b.udiv(first, _i64(width)),
+                                         lines, None, line))
+        self.scoped(lambda: self.counted(f"{s.sym.name}.tail", last, hi, s,
+                                         lambda i: self.loop_body(s, i)))
+
+    def scoped(self, render: Callable[[], None]) -> None:
+        """Render with this scope's values, forgetting what `render` computes."""
+        scope = (dict(self.values), dict(self.indices))
+        render()
+        self.values, self.indices = scope
 
     # ------------------------------------------------------------------ statements
 
@@ -112,6 +172,9 @@ class _KernelRenderer:
             self.acc_update(s)
 
     def loop(self, s: Loop) -> None:
+        if self.streamed and s is self.kernel.body[0]:
+            self.stream_loop(s)
+            return
         pieces = piece_ranges(s) if s is not self.kernel.body[0] or not self.chunk else []
         if len(pieces) < 2:
             self.loop_range(s, None)
@@ -150,9 +213,10 @@ class _KernelRenderer:
             self.stmt(inner)
 
     def counted(self, name: str, start: ir.Value, stop: ir.Value, s: Loop | None,
-                body: Callable[[ir.Value], None]) -> None:
+                body: Callable[[ir.Value], None], unroll: bool = False) -> None:
         """for (i = start; i < stop; i++) body(i); `s` is the kernel loop it renders (None:
-        the outer loop of a tiled one), for LLVM's unrolling and interleaving hints."""
+        the outer loop of a tiled one), for LLVM's unrolling and interleaving hints;
+        `unroll`: ask LLVM to unroll it fully (a constant trip count)."""
         b = self.b
         before = b.block
         head = self.fn.append_basic_block(f"{name}.head")
@@ -175,11 +239,14 @@ class _KernelRenderer:
         no_unroll = (s is None or trips >= (INTERLEAVE_MIN_EXTENT if innermost else
                                             UNROLL_MAX_EXTENT)
                      or _inner_trips(s) >= INTERLEAVE_MIN_EXTENT)
-        if interleave or no_unroll:
+        if unroll:
+            backedge.set_metadata("llvm.loop", self.loop_id(name, 0, False, full=True))
+        elif interleave or no_unroll:
             backedge.set_metadata("llvm.loop", self.loop_id(name, interleave, no_unroll))
         b.position_at_end(done)
 
-    def loop_id(self, name: str, interleave: int, no_unroll: bool) -> ir.MDValue:
+    def loop_id(self, name: str, interleave: int, no_unroll: bool, full: bool = False
+                ) -> ir.MDValue:
         """Loop metadata: no unrolling (LLVM would fully unroll loops of constant trip count,
         vectorized ones too: 45% of W9's kernel compile time, for no measured gain at run
         time); `interleave` vector iterations per trip for the vectorizer (0: no hint).
@@ -191,6 +258,9 @@ class _KernelRenderer:
         loop_id = module.add_metadata([ir.MetaDataString(module, f"{self.fn.name}.{name}")])
         hints = [module.add_metadata([ir.MetaDataString(module, "llvm.loop.unroll.disable")])
                  ] if no_unroll else []
+        if full:
+            hints.append(module.add_metadata([ir.MetaDataString(module,
+                                                                "llvm.loop.unroll.full")]))
         if interleave:
             hints.append(module.add_metadata([
                 ir.MetaDataString(module, "llvm.loop.interleave.count"),
@@ -203,7 +273,11 @@ class _KernelRenderer:
 
     def store(self, buf: int, index: Ix, value: ir.Value) -> None:
         value = self.em.to_memory(self.kernel.params[buf].dtype, value)
-        self.b.store(value, self.pointer(buf, index))
+        store = self.b.store(value, self.pointer(buf, index))
+        if self.streaming and buf in self.streamed:
+            module = self.fn.module
+            store.set_metadata("nontemporal",
+                               module.add_metadata([ir.Constant(ir.IntType(32), 1)]))
 
     def acc_init(self, s: AccInit) -> None:
         if s.acc not in self.accs:
@@ -371,8 +445,15 @@ def kernel_function_type(kernel: Kernel) -> ir.FunctionType:
 
 def render_kernel(module: ir.Module, kernel: Kernel) -> ir.Function:
     """Add `kernel` to `module` as an internal function; a kernel that threads split
-    (`llvm_threads.split_extent`) takes two more i64 arguments: its loop's [start, stop)."""
-    return _KernelRenderer(module, kernel, _splits(kernel)).render()
+    (`llvm_threads.split_extent`) takes two more i64 arguments: its loop's [start, stop).
+    A kernel that streams its output (kernel/streaming.py) gets a twin, `<name>.stream`,
+    that it calls when the output is line-aligned."""
+    split = _splits(kernel)
+    streamed = streamed_outputs(kernel)
+    if not streamed:
+        return _KernelRenderer(module, kernel, split).render()
+    twin = _KernelRenderer(module, kernel, split, streamed=streamed).render()
+    return _KernelRenderer(module, kernel, split, twin=twin).render()
 
 
 def _call(b: ir.IRBuilder, buffers: ir.Value, target: ir.Function, slots: Sequence[int],
@@ -437,33 +518,6 @@ def entry_names(segment: int, parts: Sequence[Part]) -> list[str]:
     if len(parts) == 1 and not parts[0].parallel:
         return [f"seg{segment}"]
     return [f"seg{segment}_p{k}" for k in range(len(parts))]
-
-
-def library_symbols(eqn: Eqn) -> list[str]:
-    """What library call `eqn`'s code resolves from the process: "gemm" (OpenBLAS's gemm),
-    LAPACK/BLAS routines and libc (`lapack.lapack_symbols`), or nothing (native code)."""
-    if eqn.primitive.name in SEQUENCE_OPS:
-        return []
-    if eqn.primitive.name != "dot_general":
-        return lapack_symbols(eqn)
-    if uses_native_gemm(eqn):
-        return []
-    return ["gemm"]
-
-
-def register_named_symbols(names: list[str]) -> None:
-    """Make the `library_symbols` names resolvable by MCJIT (ValueError for a name no call
-    gives). Rendering does it too; object code from a cache is linked without rendering,
-    so the runtime calls this for every library call."""
-    if "gemm" in names:
-        register_symbols()
-        single_threaded_blas()
-    register_named([name for name in names if name != "gemm"])
-
-
-def register_library_symbols(eqn: Eqn) -> None:
-    """`register_named_symbols` of library call `eqn`'s `library_symbols`."""
-    register_named_symbols(library_symbols(eqn))
 
 
 def render_library_call(module: ir.Module, name: str, eqn: Eqn, split: bool,

@@ -43,8 +43,8 @@ from fgrad.lower.llvm.gemm.epilogue import in_registers, register_note
 from fgrad.lower.llvm.gemm.native import epilogue_fits, routine_dtypes
 from fgrad.lower.llvm.buffer_pool import POOL, exclusively_owned
 from fgrad.lower.schedule.control_flow import CONTROL_FLOW, HostRows, run_control
-from fgrad.lower.llvm.render import (entry_names, library_symbols, register_named_symbols,
-                                     render_module)
+from fgrad.lower.llvm.lapack import library_symbols, register_named_symbols
+from fgrad.lower.llvm.render import entry_names, render_module
 from fgrad.lower.llvm.threads import (PART_ENTRY, describe_threads, run_parts, segment_parts,
                                       register_symbols as register_thread_symbols)
 from fgrad.lower.kernel import call_plan

@@ -1,0 +1,86 @@
+"""Streaming (non-temporal) stores on llvm: which kernels take them, the machine code they
+make, and exact results on every path (aligned lines, unaligned ends, thread chunks that
+start mid-line, outputs that are not line-aligned)."""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import fgrad
+from fgrad import Tensor
+from fgrad.lower.kernel import streaming
+from fgrad.lower.llvm import kernel_cache
+from fgrad.lower.llvm import runtime as llvm_runtime
+from fgrad.transforms.jit_prim import open_jaxpr
+
+RNG = np.random.default_rng(3)
+
+
+@pytest.fixture
+def stream_everything(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Stream outputs of any size, so small arrays take the streaming path."""
+    monkeypatch.setattr(streaming, "STREAM_MIN_BYTES", 0)
+
+
+def kernels_of(fn: Callable[..., Any], *args: Tensor) -> list[Any]:
+    jaxpr, _ = open_jaxpr(fgrad.make_jaxpr(fn)(*args))
+    return list(llvm_runtime.plan(jaxpr).kernels)
+
+
+def test_only_single_output_memory_bound_kernels_stream(stream_everything: None) -> None:
+    x = Tensor(RNG.standard_normal(4096).astype(np.float32))
+    streamed = lambda fn: [streaming.streamed_outputs(k) for k in kernels_of(fn, x)]  # noqa
+    assert streamed(lambda v: v * 2 + 1) == [(0,)]
+    assert streamed(lambda v: v.exp() + 1) == [()]          # arithmetic-bound
+    assert streamed(lambda v: (v.relu(), v * 2)) == [()]    # two outputs
+    assert streamed(lambda v: v > 0) == [()]                # one-byte elements
+    assert streamed(lambda v: v.sum()) in ([()], [(), ()])  # a reduction
+
+
+def test_small_outputs_stay_in_cache() -> None:
+    x = Tensor(RNG.standard_normal(4096).astype(np.float32))
+    assert [streaming.streamed_outputs(k) for k in kernels_of(lambda v: v + 1, x)] == [()]
+    assert streaming.STREAM_MIN_BYTES >= 1 << 20
+
+
+def test_streaming_kernel_stores_whole_lines_around_the_cache(stream_everything: None
+                                                              ) -> None:
+    x = Tensor(RNG.standard_normal(1 << 16).astype(np.float32))
+    (kernel,) = kernels_of(lambda v: v * 2 + 1, x)
+    text, _ = kernel_cache._kernel_text(kernel)
+    assert "!nontemporal" in text and ".stream" in text
+    assembly = kernel_cache.assembly_of(text)
+    assert "vmovntps" in assembly or "movntps" in assembly
+
+
+@pytest.mark.parametrize("n", [1, 15, 16, 17, 1000, 4099, (1 << 18) + 3])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, ml_dtypes.bfloat16])
+def test_results_are_exact_on_every_path(stream_everything: None, n: int, dtype: Any) -> None:
+    """Odd lengths run the head and tail loops; the large one splits over threads into
+    chunks that start mid-line."""
+    x = (RNG.standard_normal(n) * 100).astype(dtype)
+    got = fgrad.jit(lambda v: v * 3 - 2, backend="llvm")(Tensor(x)).numpy()
+    if dtype == ml_dtypes.bfloat16:   # each op rounds to bfloat16 (as ml_dtypes does)
+        tripled = (x.astype(np.float32) * 3).astype(dtype)
+        want = (tripled.astype(np.float32) - 2).astype(dtype)
+    else:
+        want = x * dtype(3) - dtype(2)
+    np.testing.assert_array_equal(got.astype(np.float64), want.astype(np.float64))
+
+
+def test_outputs_not_aligned_to_a_line_take_ordinary_stores(stream_everything: None
+                                                            ) -> None:
+    """A donated argument's memory (NumPy aligns it to 16 bytes only) as the output."""
+    results = []
+    for offset in range(4):
+        base = np.zeros(5000 + offset, np.float32)
+        x = base[offset:]
+        x[:] = RNG.standard_normal(5000)
+        out = fgrad.jit(lambda v: v * 2 + 1, donate_argnums=(0,), backend="llvm")(Tensor(x))
+        got = np.asarray(out.numpy())
+        results.append(got.ctypes.data % streaming.LINE_BYTES)
+        np.testing.assert_array_equal(got, x * np.float32(2) + np.float32(1))
+    assert any(results), "no output was misaligned: the fallback went untested"
