@@ -8,22 +8,29 @@ whole lines around the caches and skips that read. It pays only when:
 - the kernel is bound by memory, not arithmetic: a slow loop fills its write-combining
   buffers slowly, they are flushed half full, and partial lines cost more than the read
   saved (measured: W1's exp/tanh/sigmoid chain went 20 -> 35 ms with them);
-- the kernel writes one output, at the loop's own index, in order, so each line fills
+- the kernel streams one output, at the loop's own index, in order, so each line fills
   whole before the next: two outputs written half a line at a time (as the vectorized
   loop interleaves them) were 4-8x slower than ordinary stores on this VM (`relu(x)` and
-  `x * 2` of 2^24 float32 in one kernel: 10-15 -> 43-52 ms).
+  `x * 2` of 2^24 float32 in one kernel: 10-15 -> 43-52 ms);
+- its reads run along the same loop (a transpose, bound by its strided reads, was 5%
+  slower streaming).
 
-So a kernel qualifies when it is one loop with one store `out[i] = f(...)`, no
-transcendental in `f`, a few dozen ops at most, elements of at least 2 bytes and at least
-`STREAM_MIN_BYTES` of output. The llvm renderer (`render.py`) writes such a kernel's
-aligned middle with non-temporal vector stores, and its unaligned ends (and any call whose
-outputs are not 64-byte aligned) with ordinary ones. Measured on this VM (2 cores, 32 MiB
-L3): `x + 1` on 2^24 float32 6.6 -> 5.1 ms.
+So an output qualifies when one innermost loop (the kernel's only loop, or the last phase
+of a row kernel such as layernorm's) holds its only store, `out[row + i] = f(...)` with
+rows of whole lines, `f` has no transcendental, a few dozen ops at most and only loads
+contiguous along `i` (or constant in it), the kernel never reads `out`, its elements have
+at least 2 bytes, and it has at least `STREAM_MIN_BYTES`. The llvm renderer (`render.py`)
+writes the aligned middle of that loop with non-temporal vector stores, and its
+unaligned ends (and any call whose output is not 64-byte aligned) with ordinary ones.
+Measured on this VM (2 cores, 32 MiB L3): `x + 1` on 2^24 float32 5.9-6.1 -> 3.9-4.1 ms,
+layernorm of 4096x4096 7.7-8.0 -> 6.9-7.7 ms (docs/performance.md).
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from fgrad.lower.kernel.index import Ix, Sym
-from fgrad.lower.kernel.ir import Expr, Kernel, Loop, Op, Store
+from fgrad.lower.kernel.ir import AccUpdate, Expr, Kernel, Load, Loop, Op, Stmt, Store
 from fgrad.lower.schedule.partition import COSTLY
 
 LINE_BYTES = 64          # a cache line: the unit a streaming store fills, and the alignment
@@ -49,12 +56,20 @@ def _last_level_cache_bytes() -> int:
 STREAM_MIN_BYTES = _last_level_cache_bytes()
 
 
-def _at_loop_index(index: Ix, sym: Sym) -> bool:
-    return index.const == 0 and index.terms == ((sym, 1),)
+def _line_start_at_zero(index: Ix, sym: Sym, width: int) -> bool:
+    """Whether `index` is `sym` plus terms that are whole lines (of `width` elements): then
+    an aligned buffer's lines start where `sym` is a multiple of `width`."""
+    if dict(index.terms).get(sym) != 1 or index.const % width:
+        return False
+    return all(coeff % width == 0 and isinstance(atom, Sym)
+               for atom, coeff in index.terms if atom != sym)
 
 
-def _op_count(e: Expr, seen: set[int]) -> int | None:
-    """Ops in `e` not counted yet (None when one is a transcendental)."""
+def _op_count(e: Expr, sym: Sym, seen: set[int]) -> int | None:
+    """Ops in `e` not counted yet; None when one is a transcendental or a load strides
+    along `sym` (a transpose: bound by its reads, and measured 5% slower streaming)."""
+    if isinstance(e, Load):
+        return 0 if dict(e.index.terms).get(sym, 0) in (0, 1) else None
     if not isinstance(e, Op) or id(e) in seen:
         return 0
     seen.add(id(e))
@@ -62,29 +77,85 @@ def _op_count(e: Expr, seen: set[int]) -> int | None:
         return None
     total = 1
     for a in e.args:
-        n = _op_count(a, seen)
+        n = _op_count(a, sym, seen)
         if n is None:
             return None
         total += n
     return total
 
 
-def streamed_outputs(kernel: Kernel) -> tuple[int, ...]:
-    """The parameter numbers of the outputs `kernel` writes with streaming stores (module
-    docstring); () when it does not qualify."""
-    if kernel.row_range or len(kernel.body) != 1 or not isinstance(kernel.body[0], Loop):
-        return ()
-    loop = kernel.body[0]
-    if len(loop.body) != 1 or not isinstance(loop.body[0], Store):
-        return ()
-    store = loop.body[0]
-    ops = _op_count(store.value, set())
-    if ops is None or ops > MAX_STREAMED_OPS or not _at_loop_index(store.index, loop.sym):
-        return ()
+def streamed_store(kernel: Kernel) -> tuple[Loop, Store] | None:
+    """The innermost loop and its store that write an output with streaming stores (module
+    docstring), or None: the kernel's only loop, or the last phase of a row kernel."""
+    if kernel.row_range:
+        return None
+    candidates = [s for s in _innermost(kernel.body)
+                  if len(s.body) == 1 and isinstance(s.body[0], Store)]
+    if len(candidates) != 1:
+        return None
+    loop, store = candidates[0], candidates[0].body[0]
+    assert isinstance(store, Store)
     itemsize = kernel.params[store.buf].dtype.itemsize
-    if itemsize < 2 or loop.sym.extent * itemsize < STREAM_MIN_BYTES:
-        return ()
-    return (store.buf,)
+    ops = _op_count(store.value, loop.sym, set())
+    if ops is None or ops > MAX_STREAMED_OPS or itemsize < 2 or store.buf in _loaded(kernel):
+        return None
+    if not _line_start_at_zero(store.index, loop.sym, LINE_BYTES // itemsize):
+        return None
+    if _stores_to(kernel.body, store.buf) != 1 or _elements(kernel, store.buf) * itemsize \
+            < STREAM_MIN_BYTES:
+        return None
+    return loop, store
+
+
+def streamed_outputs(kernel: Kernel) -> tuple[int, ...]:
+    """The parameter numbers of the outputs `kernel` streams (at most one)."""
+    found = streamed_store(kernel)
+    return (found[1].buf,) if found else ()
+
+
+def _innermost(stmts: Sequence[Stmt]) -> list[Loop]:
+    out: list[Loop] = []
+    for s in stmts:
+        if isinstance(s, Loop):
+            inner = _innermost(s.body)
+            out.extend(inner if inner else [s])
+    return out
+
+
+def _stores_to(stmts: Sequence[Stmt], buf: int) -> int:
+    return sum(_stores_to(s.body, buf) if isinstance(s, Loop) else
+               int(isinstance(s, Store) and s.buf == buf) for s in stmts)
+
+
+def _loaded(kernel: Kernel) -> set[int]:
+    """Every buffer the kernel loads from."""
+    found: set[int] = set()
+    seen: set[int] = set()
+
+    def visit(e: Expr) -> None:
+        if id(e) in seen:
+            return
+        seen.add(id(e))
+        if isinstance(e, Load):
+            found.add(e.buf)
+        for a in getattr(e, "args", ()):
+            visit(a)
+
+    def walk(stmts: Sequence[Stmt]) -> None:
+        for s in stmts:
+            if isinstance(s, Loop):
+                walk(s.body)
+            elif isinstance(s, (Store, AccUpdate)):
+                visit(s.value)
+    walk(kernel.body)
+    return found
+
+
+def _elements(kernel: Kernel, buf: int) -> int:
+    n = 1
+    for d in kernel.params[buf].shape:
+        n *= d
+    return n
 
 
 def line_elements(kernel: Kernel, streamed: tuple[int, ...]) -> int:

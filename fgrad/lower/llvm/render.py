@@ -23,7 +23,8 @@ from fgrad.core.dtypes import dtypes
 from fgrad.core.ir import Eqn
 from fgrad.lower.kernel.index import Clamp, Div, Dyn, Ix, Mod, Sym
 from fgrad.lower.kernel.build import identity
-from fgrad.lower.kernel.streaming import LINE_BYTES, line_elements, streamed_outputs
+from fgrad.lower.kernel.streaming import (LINE_BYTES, line_elements, streamed_outputs,
+                                          streamed_store)
 from fgrad.lower.kernel.pieces import (clamp_idle, decide, fixed_quotient, piece_ranges,
                                        plain_sym, range_in, tile_width)
 from fgrad.lower.kernel.ir import (AccInit, AccRead, AccUpdate, Const, Expr, IndexPred,
@@ -84,6 +85,8 @@ class _KernelRenderer:
         self.fn = ir.Function(module, _signature(kernel, split), name=name)
         self.fn.linkage = "internal"
         self.streamed, self.twin, self.streaming = streamed, twin, False
+        found = streamed_store(kernel) if streamed else None
+        self.streamed_loop = found[0] if found else None
         for n, (arg, p) in enumerate(zip(self.fn.args, kernel.params, strict=False)):
             arg.name = p.name
             arg.add_attribute("noalias")
@@ -132,7 +135,8 @@ class _KernelRenderer:
         cache line, streaming stores line by line (a line's elements unrolled, so LLVM
         stores each line with aligned vector stores), ordinary stores after the last."""
         b, width = self.b, line_elements(self.kernel, self.streamed)
-        lo, hi = self.chunk if self.chunk else (_i64(0), _i64(s.sym.extent))
+        whole = (_i64(0), _i64(s.sym.extent))
+        lo, hi = self.chunk if self.chunk and s is self.kernel.body[0] else whole
         first = b.and_(b.add(lo, _i64(width - 1)), _i64(-width))
         first = b.select(b.icmp_signed("<", first, hi), first, hi)
         lines = b.udiv(hi, _i64(width))
@@ -172,7 +176,7 @@ class _KernelRenderer:
             self.acc_update(s)
 
     def loop(self, s: Loop) -> None:
-        if self.streamed and s is self.kernel.body[0]:
+        if s is self.streamed_loop:
             self.stream_loop(s)
             return
         pieces = piece_ranges(s) if s is not self.kernel.body[0] or not self.chunk else []

@@ -137,7 +137,7 @@ def _pack_s(f: _Axpy, t: str, c: CpuShape) -> list[str]:
     """Copy S[i0 : i0 + height, kc0 : kc0 + kn] (S runs along m) into ps, p-major (rows past
     m read as row m - 1)."""
     h, w = c.height, c.vec
-    lines = [f"  for (int p = 0; p < kn; ++p) {{",
+    lines = ["  for (int p = 0; p < kn; ++p) {",
              f"    __global const {t}* src = s + (kc0 + p) * {f.s_p};"]
     if w > 1 and h % w == 0:
         lines += [f"    if (i0 + {h} <= {f.ni}) {{",

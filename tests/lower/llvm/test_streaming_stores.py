@@ -40,6 +40,34 @@ def test_only_single_output_memory_bound_kernels_stream(stream_everything: None)
     assert streamed(lambda v: v.sum()) in ([()], [(), ()])  # a reduction
 
 
+def test_a_row_kernel_streams_its_last_phase(stream_everything: None) -> None:
+    """layernorm's normalized rows stream; softmax rereads its output (not streamed), a
+    transpose reads across the loop, output rows of 65 elements are not whole lines."""
+    m = Tensor(RNG.standard_normal((48, 64)).astype(np.float32))
+    odd = Tensor(RNG.standard_normal((48, 65)).astype(np.float32))
+    streamed = lambda fn, a: [streaming.streamed_outputs(k) for k in kernels_of(fn, a)]  # noqa
+    (kernel,) = kernels_of(lambda v: v.layernorm(), m)
+    assert streaming.streamed_outputs(kernel) == (len(kernel.params) - 2,)
+    assert streamed(lambda v: v.softmax(-1), m) == [()]
+    assert streamed(lambda v: v.T + 1, m) == [()]
+    assert streamed(lambda v: v * 2, odd) == [(0,)]          # one flat loop
+    assert streamed(lambda v: v[:, 1:] * 2, odd) == [(0,)]   # output rows of 64
+    assert [streaming.streamed_outputs(k) for k in kernels_of(lambda v: v.layernorm(), odd)
+            ] == [()]
+
+
+@pytest.mark.parametrize("shape", [(7, 64), (33, 48), (5, 4096)])
+def test_streamed_rows_are_exact(stream_everything: None, shape: tuple[int, int]) -> None:
+    x = RNG.standard_normal(shape).astype(np.float32)
+    fn = lambda v: v.layernorm() * 2 + (v[0:1] + 1)  # noqa: E731
+    got = fgrad.jit(fn, backend="llvm")(Tensor(x)).numpy()
+    want = fgrad.jit(fn, backend="numpy")(Tensor(x)).numpy()
+    wide = x.astype(np.float64)
+    ref = (wide - wide.mean(1, keepdims=True)) / np.sqrt(wide.var(1, keepdims=True) + 1e-5)
+    np.testing.assert_allclose(got, ref * 2 + (wide[0:1] + 1), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
 def test_small_outputs_stay_in_cache() -> None:
     x = Tensor(RNG.standard_normal(4096).astype(np.float32))
     assert [streaming.streamed_outputs(k) for k in kernels_of(lambda v: v + 1, x)] == [()]
