@@ -22,7 +22,7 @@ SHAPES = [(1, 1, 1), (7, 31, 64), (31, 7, 257), (64, 257, 7), (257, 64, 31), (10
           (257, 1, 1000)]
 DTYPES = {"float32": np.float32, "float64": np.float64, "float16": np.float16,
           "bfloat16": ml_dtypes.bfloat16, "int32": np.int32}
-SLOW_DTYPE_LIMIT = 5_000_000   # multiply-adds of the half dtypes (conversions on the host)
+SLOW_DTYPE_LIMIT = 300_000_000   # multiply-adds of the half dtypes (NumPy reference cost)
 
 
 def _tolerance(name: str, k: int) -> dict[str, float]:
