@@ -14,7 +14,7 @@ moves them.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Hashable, NamedTuple
+from typing import Any, Hashable, NamedTuple
 
 from fgrad.core import tree_util
 from fgrad.optim.base import EmptyState, GradientTransformation

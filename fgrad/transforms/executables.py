@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any, Callable
-import weakref
 from typing import Any, Callable, Protocol, cast
 
 import numpy as np

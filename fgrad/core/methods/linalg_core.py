@@ -3,7 +3,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from fgrad.core import dtypes as _dt
 from fgrad.core import prims as P
 from fgrad.core.precision import promote_checked
 from fgrad.core.methods.tensor_math import broadcast_shapes, broadcast_to

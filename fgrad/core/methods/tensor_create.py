@@ -6,9 +6,8 @@ Constant fills are a broadcast 0-d value (free eagerly, a literal under tracing)
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any, Sequence
 import os
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 

@@ -9,7 +9,7 @@ from fgrad.core.dtypes import DType, dtypes
 from fgrad.core.errors import ArgumentError
 from fgrad.core.ir import ShapedArray
 from fgrad.core.primitive import Primitive
-from fgrad.core.prims._util import fmt_shape, instantiate, is_undefined, move_bdim
+from fgrad.core.prims._util import fmt_shape, is_undefined, move_bdim
 
 iota_p = Primitive("iota")
 
