@@ -340,6 +340,8 @@ def _select(em: Emitter, a: list[ir.Value], dt: DType, od: DType) -> ir.Value:
 def convert(em: Emitter, x: ir.Value, src: DType, dst: DType) -> ir.Value:
     """Cast a register value from `src` to `dst` with NumPy's semantics."""
     b, to = em.b, reg_type(dst)
+    if dst == dtypes.float16 and src == dtypes.float64:
+        return _to_float_rounded_to_odd(em, x)   # `emit` rounds it to float16 once
     if x.type == to and (src.is_float == dst.is_float) and dst != dtypes.bool \
             and src != dtypes.bool:
         return x
@@ -363,6 +365,23 @@ def convert(em: Emitter, x: ir.Value, src: DType, dst: DType) -> ir.Value:
     if to.width == x.type.width:
         return x
     return b.zext(x, to) if src.is_unsigned else b.sext(x, to)
+
+
+def _to_float_rounded_to_odd(em: Emitter, wide: ir.Value) -> ir.Value:
+    """A double as a float32 rounded to odd: truncated toward zero, with the lowest bit
+    set when that was inexact. Rounding this once more to float16 rounds the double once,
+    as NumPy does; through a plain float32 it would round twice. (bfloat16 from float64 or
+    from integers goes through a plain float32: ml_dtypes, the reference, rounds twice.)"""
+    b, double = em.b, ir.DoubleType()
+    near = b.fptrunc(wide, ir.FloatType())
+    back = b.fpext(near, double)
+    fabs = lambda v: em.intrinsic("llvm.fabs", [v])  # noqa: E731
+    bits = b.bitcast(near, I32)
+    toward_zero = b.select(b.fcmp_ordered(">", fabs(back), fabs(wide)),
+                           b.sub(bits, ir.Constant(I32, 1)), bits)
+    odd = b.select(b.fcmp_ordered("!=", back, wide),
+                   b.or_(toward_zero, ir.Constant(I32, 1)), toward_zero)
+    return b.select(b.fcmp_unordered("uno", wide, wide), near, b.bitcast(odd, ir.FloatType()))
 
 
 def _convert(em: Emitter, a: list[ir.Value], dt: DType, od: DType) -> ir.Value:

@@ -223,6 +223,8 @@ def _safe_mul(a: list[str], dt: DType, od: DType) -> str:
 def convert(x: str, src: DType, dst: DType) -> str:
     """Cast a register value from `src` to `dst` with NumPy's semantics."""
     to = reg_type(dst)
+    if dst == dtypes.float16 and src == dtypes.float64:
+        return f"fg_odd({x})"   # rounded once more to float16 by render_op (llvm/ops.py)
     if dst == dtypes.bool:
         return x if src == dtypes.bool else f"({x} != 0)"
     if src.is_float and not dst.is_float:
@@ -281,6 +283,16 @@ static ushort fg_bb(float x) { return (ushort)(fg_bf_bits(x) >> 16); }
 static float fg_bl(ushort h) { return as_float((uint)h << 16); }"""
 
 
+# A double as a float rounded to odd (toward zero, lowest bit set when inexact): rounding
+# it again to float16 rounds the double once, as NumPy does (see `convert`).
+_ROUND_ODD = """\
+static float fg_odd(double x) {
+  if (isnan(x)) return (float)x;
+  const float z = convert_float_rtz(x);
+  return (double)z == x ? z : as_float(as_uint(z) | 1u);
+}"""
+
+
 def _int_pow_helper(t: str) -> str:
     """x ** y by square-and-multiply (wrapping); y < 0 as NumPy: 1, -1 or 0."""
     signed = not t.startswith("u")
@@ -299,6 +311,8 @@ def helpers_for(source: str) -> str:
     parts = [_ROUND_HALF] if "fg_rh(" in source else []
     if any(f"{name}(" in source for name in ("fg_rb", "fg_bb", "fg_bl")):
         parts.append(_ROUND_BFLOAT)
+    if "fg_odd(" in source:
+        parts.append(_ROUND_ODD)
     for t in sorted(set(re.findall(r"fg_ipow_(\w+)\(", source))):
         parts.append(_int_pow_helper(t))
     return "\n".join(parts)

@@ -43,8 +43,7 @@ Fusion rules:
   schedule: schedule/expand.py rewrites them into the primitives above first.
 
 HOST STEPS remain only for linalg on opencl (no LAPACK there), half-precision linalg,
-conversions to float16/bfloat16 that would round twice through float32 (from float64 or
-wide integers), bitcasts of bool/float16/bfloat16, and float16 on a CPU without F16C; they
+bitcasts of bool/float16/bfloat16, and float16 on a CPU without F16C; they
 run the NumPy `impl` between native segments. float16 and bfloat16 are otherwise computed
 in float32 registers and rounded after each op, as the NumPy impl (ml_dtypes) rounds.
 """
@@ -81,8 +80,6 @@ NATIVE_SEQUENCE_DTYPES = (dtypes.float32, dtypes.float64, dtypes.int32, dtypes.i
                           dtypes.uint32, dtypes.uint64)
 # fgrad.distributed's collectives: one mpi4py call from the host (docs/distributed.md).
 COLLECTIVES = frozenset({"psum", "pmean", "pmax", "pmin", "all_gather", "process_broadcast"})
-HALF_FROM = frozenset({dtypes.bool, dtypes.int8, dtypes.uint8, dtypes.int16, dtypes.uint16,
-                       dtypes.float16, dtypes.bfloat16, dtypes.float32})  # exact in float32
 NARROW_FLOATS = (dtypes.float16, dtypes.bfloat16)  # computed in float32, rounded per op
 
 
@@ -225,9 +222,6 @@ def host_reason(eqn: Eqn, half_native: bool = True, native_linalg: bool = True
     avals = [a.aval for a in eqn.inputs] + [v.aval for v in eqn.outvars]
     if not half_native and any(a.dtype == dtypes.float16 for a in avals):
         return "this CPU lacks F16C, so float16 runs on the NumPy impl"
-    if name == "convert_element_type" and eqn.params["new_dtype"] in NARROW_FLOATS \
-            and eqn.inputs[0].aval.dtype not in HALF_FROM:
-        return f"this conversion to {eqn.params['new_dtype'].name} would round twice natively"
     if name == "bitcast_convert_type" and any(a.dtype in (dtypes.bool, *NARROW_FLOATS)
                                               for a in avals):
         return "bitcasts of bool/float16/bfloat16 run on the NumPy impl"
