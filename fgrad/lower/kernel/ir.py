@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import Any, Sequence, Union
 
 from fgrad.core.dtypes import DType
 from fgrad.lower.kernel.index import Ix, Sym, dyn_atoms, ix_range, used_syms
@@ -182,6 +182,33 @@ def expr_syms(e: Expr) -> frozenset[Sym]:
         if isinstance(x, Op):
             stack.extend(x.args)
     return frozenset(out)
+
+
+def expr_nodes(stmts: Sequence["Stmt"]) -> list[Expr]:
+    """Every expression node of the values stored and accumulated under `stmts` (loop
+    bodies included), each once, operands after the node that uses them."""
+    found: list[Expr] = []
+    seen: set[int] = set()
+
+    def expr(e: Expr) -> None:
+        if id(e) in seen:
+            return
+        seen.add(id(e))
+        found.append(e)
+        if isinstance(e, Op):
+            for a in e.args:
+                expr(a)
+
+    def stmt(s: Stmt) -> None:
+        if isinstance(s, Loop):
+            for b in s.body:
+                stmt(b)
+        elif isinstance(s, (Store, AccUpdate)):
+            expr(s.value)
+
+    for s in stmts:
+        stmt(s)
+    return found
 
 
 def kernel_indices(kernel: Kernel) -> list[Ix]:

@@ -20,7 +20,7 @@ from typing import Mapping, Sequence
 
 from fgrad.lower.kernel.index import Clamp, Div, Dyn, Ix, IxAtom, Mod, Sym
 from fgrad.lower.kernel.ir import (AccUpdate, Cond, Expr, IndexPred, IndexValue, Load, Loop,
-                                   Op, Stmt, Store)
+                                   Op, Stmt, Store, expr_nodes)
 
 Known = Mapping[Sym, tuple[int, int]]
 MAX_PIECES = 64
@@ -73,25 +73,7 @@ def piece_ranges(loop: Loop) -> list[tuple[int, int]]:
 
 def conds(stmts: Sequence[Stmt]) -> list[Cond]:
     """Every index condition in a statement list (each expression node visited once)."""
-    found: list[Cond] = []
-    seen: set[int] = set()
-
-    def visit(e: Expr) -> None:
-        if id(e) in seen:
-            return
-        seen.add(id(e))
-        if isinstance(e, IndexPred):
-            found.extend(e.conds)
-        elif isinstance(e, Op):
-            for a in e.args:
-                visit(a)
-
-    for st in stmts:
-        if isinstance(st, Loop):
-            found.extend(conds(st.body))
-        elif isinstance(st, (Store, AccUpdate)):
-            visit(st.value)
-    return found
+    return [c for e in expr_nodes(stmts) if isinstance(e, IndexPred) for c in e.conds]
 
 
 def range_in(e: Ix, known: Known) -> tuple[int, int]:

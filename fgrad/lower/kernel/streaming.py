@@ -30,7 +30,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from fgrad.lower.kernel.index import Ix, Sym
-from fgrad.lower.kernel.ir import AccUpdate, Expr, Kernel, Load, Loop, Op, Stmt, Store
+from fgrad.lower.kernel.ir import Expr, Kernel, Load, Loop, Op, Stmt, Store, expr_nodes
 from fgrad.lower.schedule.partition import COSTLY
 
 LINE_BYTES = 64          # a cache line: the unit a streaming store fills, and the alignment
@@ -129,26 +129,7 @@ def _stores_to(stmts: Sequence[Stmt], buf: int) -> int:
 
 def _loaded(kernel: Kernel) -> set[int]:
     """Every buffer the kernel loads from."""
-    found: set[int] = set()
-    seen: set[int] = set()
-
-    def visit(e: Expr) -> None:
-        if id(e) in seen:
-            return
-        seen.add(id(e))
-        if isinstance(e, Load):
-            found.add(e.buf)
-        for a in getattr(e, "args", ()):
-            visit(a)
-
-    def walk(stmts: Sequence[Stmt]) -> None:
-        for s in stmts:
-            if isinstance(s, Loop):
-                walk(s.body)
-            elif isinstance(s, (Store, AccUpdate)):
-                visit(s.value)
-    walk(kernel.body)
-    return found
+    return {e.buf for e in expr_nodes(kernel.body) if isinstance(e, Load)}
 
 
 def _elements(kernel: Kernel, buf: int) -> int:
