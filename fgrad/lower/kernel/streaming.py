@@ -18,7 +18,7 @@ whole lines around the caches and skips that read. It pays only when:
 So an output qualifies when one innermost loop (the kernel's only loop, or the last phase
 of a row kernel such as layernorm's) holds its only store, `out[row + i] = f(...)` with
 rows of whole lines, `f` has no transcendental, a few dozen ops at most and only loads
-contiguous along `i` (or constant in it), the kernel never reads `out`, its elements have
+contiguous along `i` (or constant in it; none by quotient or remainder of `i`), the kernel never reads `out`, its elements have
 at least 2 bytes, and it has at least `STREAM_MIN_BYTES`. The llvm renderer (`render.py`)
 writes the aligned middle of that loop with non-temporal vector stores, and its
 unaligned ends (and any call whose output is not 64-byte aligned) with ordinary ones.
@@ -69,7 +69,8 @@ def _op_count(e: Expr, sym: Sym, seen: set[int]) -> int | None:
     """Ops in `e` not counted yet; None when one is a transcendental or a load strides
     along `sym` (a transpose: bound by its reads, and measured 5% slower streaming)."""
     if isinstance(e, Load):
-        return 0 if dict(e.index.terms).get(sym, 0) in (0, 1) else None
+        along = dict(e.index.terms).get(sym, 0) in (0, 1)
+        return 0 if along and sym not in e.index.nonlinear_syms() else None
     if not isinstance(e, Op) or id(e) in seen:
         return 0
     seen.add(id(e))

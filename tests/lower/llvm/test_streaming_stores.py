@@ -42,7 +42,8 @@ def test_only_single_output_memory_bound_kernels_stream(stream_everything: None)
 
 def test_a_row_kernel_streams_its_last_phase(stream_everything: None) -> None:
     """layernorm's normalized rows stream; softmax rereads its output (not streamed), a
-    transpose reads across the loop, output rows of 65 elements are not whole lines."""
+    transpose reads across the loop, a permuted flattened axis reads by quotient and
+    remainder, output rows of 65 elements are not whole lines."""
     m = Tensor(RNG.standard_normal((48, 64)).astype(np.float32))
     odd = Tensor(RNG.standard_normal((48, 65)).astype(np.float32))
     streamed = lambda fn, a: [streaming.streamed_outputs(k) for k in kernels_of(fn, a)]  # noqa
@@ -50,6 +51,9 @@ def test_a_row_kernel_streams_its_last_phase(stream_everything: None) -> None:
     assert streaming.streamed_outputs(kernel) == (len(kernel.params) - 2,)
     assert streamed(lambda v: v.softmax(-1), m) == [()]
     assert streamed(lambda v: v.T + 1, m) == [()]
+    # reads by quotient and remainder of the loop index (a permuted flattened axis)
+    assert streamed(lambda v: v.reshape(8, 6, 64).permute(1, 0, 2).reshape(48, 64) * 2,
+                    m) == [()]
     assert streamed(lambda v: v * 2, odd) == [(0,)]          # one flat loop
     assert streamed(lambda v: v[:, 1:] * 2, odd) == [(0,)]   # output rows of 64
     assert [streaming.streamed_outputs(k) for k in kernels_of(lambda v: v.layernorm(), odd)
