@@ -184,48 +184,22 @@ def expr_syms(e: Expr) -> frozenset[Sym]:
     return frozenset(out)
 
 
-def expr_nodes(stmts: Sequence["Stmt"]) -> list[Expr]:
+def expr_nodes(stmts: Sequence["Stmt"], in_indices: bool = False) -> list[Expr]:
     """Every expression node of the values stored and accumulated under `stmts` (loop
-    bodies included), each once, operands after the node that uses them."""
+    bodies included), each once, operands after the node that uses them; `in_indices`:
+    also the run-time values inside indices (a gather's index loads)."""
     found: list[Expr] = []
     seen: set[int] = set()
 
-    def expr(e: Expr) -> None:
-        if id(e) in seen:
-            return
-        seen.add(id(e))
-        found.append(e)
-        if isinstance(e, Op):
-            for a in e.args:
-                expr(a)
-
-    def stmt(s: Stmt) -> None:
-        if isinstance(s, Loop):
-            for b in s.body:
-                stmt(b)
-        elif isinstance(s, (Store, AccUpdate)):
-            expr(s.value)
-
-    for s in stmts:
-        stmt(s)
-    return found
-
-
-def kernel_indices(kernel: Kernel) -> list[Ix]:
-    """Every index expression of a kernel (loads, stores, iota values, predicates, and
-    those of the run-time values inside them)."""
-    found: list[Ix] = []
-    seen: set[int] = set()
-
     def index(ix: Ix) -> None:
-        found.append(ix)
-        for v in dyn_values(ix):
+        for v in dyn_values(ix) if in_indices else ():
             expr(v)
 
     def expr(e: Expr) -> None:
         if id(e) in seen:
             return
         seen.add(id(e))
+        found.append(e)
         for ix in expr_indices(e):
             index(ix)
         if isinstance(e, Op):
@@ -242,9 +216,21 @@ def kernel_indices(kernel: Kernel) -> list[Ix]:
         elif isinstance(s, AccUpdate):
             expr(s.value)
 
-    for s in kernel.body:
+    for s in stmts:
         stmt(s)
     return found
+
+
+def _stores(stmts: Sequence["Stmt"]) -> list["Store"]:
+    return [t for s in stmts for t in (_stores(s.body) if isinstance(s, Loop) else [s])
+            if isinstance(t, Store)]
+
+
+def kernel_indices(kernel: Kernel) -> list[Ix]:
+    """Every index expression of a kernel (loads, stores, iota values, predicates, and
+    those of the run-time values inside them)."""
+    return [s.index for s in _stores(kernel.body)] + [
+        ix for e in expr_nodes(kernel.body, in_indices=True) for ix in expr_indices(e)]
 
 
 # ---------------------------------------------------------------------------- printing
