@@ -28,7 +28,7 @@ from fgrad.lower.kernel.index import (Div, Ix, Mod, Sym, add, clamp, delinearize
                                   used_syms)
 from fgrad.lower.kernel.ir import (AccInit, AccRead, AccUpdate, Cond, Const, Expr, IndexPred,
                                    IndexValue, Kernel, Load, Loop, Op, Param, Stmt, Store,
-                                   check_kernel, expr_syms, kernel_indices)
+                                   check_kernel, expr_nodes, expr_syms, kernel_indices)
 from fgrad.lower.schedule.partition import (REDUCE, KernelStep, Schedule, is_scatter_step,
                                             jaxpr_names)
 
@@ -227,10 +227,15 @@ class _Nest:
     inner, with index outer*d + inner."""
 
     def __init__(self, shape: tuple[int, ...], plan: Plan, prefix: str,
-                 split: dict[int, int] | None = None):
+                 split: dict[int, int] | None = None,
+                 block: tuple[int, int, int] | None = None):
         self.syms: list[Sym] = []
         index: dict[int, Ix] = {}
         for g in plan:
+            if block and g in ((block[0],), (block[1],)):
+                if g == (block[0],):
+                    self._block(shape, prefix, block, index)
+                continue
             if split and len(g) == 1 and g[0] in split:
                 d = split[g[0]]
                 outer, inner = self._sym(prefix, shape[g[0]] // d), self._sym(prefix, d)
@@ -241,6 +246,16 @@ class _Nest:
                             strict=True):
                 index[a] = i
         self.index = index
+
+    def _block(self, shape: tuple[int, ...], prefix: str, block: tuple[int, int, int],
+               index: dict[int, Ix]) -> None:
+        """Axes a and b in tiles of size x size: loops a // size, b // size, then a % size,
+        b % size (a transpose then reads and writes whole tiles in cache)."""
+        a, b, size = block
+        outer = [self._sym(prefix, shape[x] // size) for x in (a, b)]
+        inner = [self._sym(prefix, size) for _ in (a, b)]
+        for x, o, i in zip((a, b), outer, inner, strict=True):
+            index[x] = add(scale(ix_sym(o), size), ix_sym(i))
 
     def _sym(self, prefix: str, extent: int) -> Sym:
         sym = Sym(f"{prefix}{len(self.syms)}", extent)
@@ -313,16 +328,45 @@ def _inner_divisor(kernel: Kernel, nest: _Nest) -> int | None:
 # ---------------------------------------------------------------------------- kernels
 
 
+TILE = 16                  # a transposing kernel's tile side (elements)
+TILE_MIN_ELEMENTS = 1 << 18  # last two axes at least this large (smaller ones stay in cache)
+
+
+def _transpose_tiles(sched: Schedule, step: KernelStep, names: Any
+                     ) -> tuple[Kernel, list[Var]] | None:
+    """An elementwise kernel that reads its last two axes transposed (a load walks the
+    last axis with a large stride and the one before contiguously), over TILE x TILE
+    tiles, or None. Untiled, every load of its innermost loop touched a new cache line
+    (4096x4096 float32 `x.T + 1`: ~80 ms, against ~7 for `x + 1`)."""
+    shape, n = step.shape, len(step.shape)
+    if n < 2 or shape[-1] % TILE or shape[-2] % TILE or shape[-1] * shape[-2] < \
+            TILE_MIN_ELEMENTS:
+        return None
+    plan = tuple((a,) for a in range(n))
+    kernel, nest, _ = _elementwise_kernel(sched, step, names, plan)
+    outer, inner = nest.syms[n - 2], nest.syms[n - 1]
+    if not _innermost_affine(kernel, nest) or not any(
+            isinstance(e, Load) and dict(e.index.terms).get(outer) == 1
+            and abs(dict(e.index.terms).get(inner, 0)) >= TILE
+            for e in expr_nodes(kernel.body)):
+        return None
+    kernel, nest, params = _elementwise_kernel(sched, step, names, plan,
+                                               block=(n - 2, n - 1, TILE))
+    check_kernel(kernel)
+    return kernel, params
+
+
 def _params(vals: _Values, names: Any, n_out: int) -> tuple[Param, ...]:
     return tuple(Param(names(v), v.aval.shape, v.aval.dtype, i < n_out)
                  for i, v in enumerate(vals.params))
 
 
 def _elementwise_kernel(sched: Schedule, step: KernelStep, names: Any, plan: Plan,
-                        split: dict[int, int] | None = None
+                        split: dict[int, int] | None = None,
+                        block: tuple[int, int, int] | None = None
                         ) -> tuple[Kernel, _Nest, list[Var]]:
     vals = _Values(sched, step)
-    nest = _Nest(step.shape, plan, "i", split)
+    nest = _Nest(step.shape, plan, "i", split, block)
     idx = tuple(nest.index[a] for a in range(len(step.shape)))
     body = tuple(Store(j, linearize(idx, step.shape), vals(v, idx))
                  for j, v in enumerate(step.outputs))
@@ -426,6 +470,9 @@ def build_kernel(sched: Schedule, step: KernelStep, names: Any = None
         from fgrad.lower.kernel.build_rows import build_rows  # it builds on this module
         return build_rows(sched, step, names)
     if not step.is_reduce:
+        tiled = _transpose_tiles(sched, step, names)
+        if tiled is not None:
+            return tiled
         plans = trailing_plans(tuple(range(len(step.shape))))
         return _choose(lambda p: _elementwise_kernel(sched, step, names, p), plans,
                        lambda p, split: _elementwise_kernel(sched, step, names, p, split))
