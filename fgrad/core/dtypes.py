@@ -116,6 +116,8 @@ ALL_DTYPES: tuple[DType, ...] = (
     dtypes.uint16, dtypes.uint32, dtypes.uint64, dtypes.float16, dtypes.bfloat16,
     dtypes.float32, dtypes.float64,
 )
+# Computed in float32 registers and rounded to their own precision after each op (lowering).
+NARROW_FLOATS = (dtypes.float16, dtypes.bfloat16)
 _BY_NP = {d.np: d for d in ALL_DTYPES}
 _BY_NAME = {d.name: d for d in ALL_DTYPES} | {d.short: d for d in ALL_DTYPES} | {
     str(d.np): d for d in ALL_DTYPES}

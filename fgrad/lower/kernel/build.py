@@ -21,7 +21,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from fgrad.core.dtypes import DType, dtypes
+from fgrad.core.dtypes import NARROW_FLOATS, DType, dtypes
 from fgrad.core.ir import Atom, Eqn, Literal, Var
 from fgrad.lower.kernel.index import (Div, Ix, Mod, Sym, add, clamp, delinearize, floordiv,
                                   ix_const, ix_dyn, ix_range, ix_sym, linearize, mod, scale,
@@ -453,7 +453,7 @@ def _use_memory_form(step: KernelStep) -> bool:
     if step.is_rows:
         return False
     last = len(step.shape) - 1
-    halves = any(v.aval.dtype in (dtypes.float16, dtypes.bfloat16) for v in step.outputs)
+    halves = any(v.aval.dtype in NARROW_FLOATS for v in step.outputs)
     reduced_work = any(step.shape[a] > 1 for a in step.axes)
     return (last >= 0 and last not in step.axes and step.shape[last] > 1 and reduced_work
             and not halves)

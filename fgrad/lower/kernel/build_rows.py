@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from fgrad.core.dtypes import dtypes
+from fgrad.core.dtypes import NARROW_FLOATS
 from fgrad.core.ir import Atom, Var
 from fgrad.lower.kernel.index import (
     Div, Dyn, Ix, Mod, Sym, dyn_atoms, ix_const, linearize, used_syms,
@@ -138,7 +138,7 @@ def _acc_value(j: int, var: Var) -> Expr:
     its store and load would round it."""
     dtype = var.aval.dtype
     acc = AccRead(j, dtype)
-    narrow = dtype in (dtypes.float16, dtypes.bfloat16)
+    narrow = dtype in NARROW_FLOATS
     return Op("convert_element_type", (acc,), dtype) if narrow else acc
 
 

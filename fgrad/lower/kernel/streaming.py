@@ -27,6 +27,7 @@ layernorm of 4096x4096 7.7-8.0 -> 6.9-7.7 ms (docs/performance.md).
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 from fgrad.lower.kernel.index import Ix, Sym
@@ -102,8 +103,8 @@ def streamed_store(kernel: Kernel) -> tuple[Loop, Store] | None:
         return None
     if not _line_start_at_zero(store.index, loop.sym, LINE_BYTES // itemsize):
         return None
-    if _stores_to(kernel.body, store.buf) != 1 or _elements(kernel, store.buf) * itemsize \
-            < STREAM_MIN_BYTES:
+    if _stores_to(kernel.body, store.buf) != 1 or \
+            math.prod(kernel.params[store.buf].shape) * itemsize < STREAM_MIN_BYTES:
         return None
     return loop, store
 
@@ -131,13 +132,6 @@ def _stores_to(stmts: Sequence[Stmt], buf: int) -> int:
 def _loaded(kernel: Kernel) -> set[int]:
     """Every buffer the kernel loads from."""
     return {e.buf for e in expr_nodes(kernel.body) if isinstance(e, Load)}
-
-
-def _elements(kernel: Kernel, buf: int) -> int:
-    n = 1
-    for d in kernel.params[buf].shape:
-        n *= d
-    return n
 
 
 def line_elements(kernel: Kernel, streamed: tuple[int, ...]) -> int:

@@ -20,7 +20,6 @@ from fgrad.lower.llvm import vmath as llvm_math
 
 I1, I8, I16, I32, I64 = (ir.IntType(1), ir.IntType(8), ir.IntType(16), ir.IntType(32),
                         ir.IntType(64))
-NARROW_FLOATS = (dtypes.float16, dtypes.bfloat16)  # computed in float, rounded after each op
 
 
 def reg_type(dtype: DType) -> ir.Type:

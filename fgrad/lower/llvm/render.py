@@ -77,10 +77,12 @@ class _KernelRenderer:
     """Builds one kernel function; values and indices are memoized per loop scope."""
 
     def __init__(self, module: ir.Module, kernel: Kernel, split: bool,
-                 streamed: tuple[int, ...] = (), twin: ir.Function | None = None):
+                 streamed: tuple[int, ...] = (),
+                 twin: tuple[ir.Function, tuple[int, ...]] | None = None):
         self.kernel = kernel
         # `streamed`: this is the twin that writes those outputs with streaming stores
-        # (kernel/streaming.py), called by the kernel's function when they are aligned
+        # (kernel/streaming.py); `twin`: (that function, its outputs), to call when they
+        # are aligned
         name = f"{kernel.name}.stream" if streamed else kernel.name
         self.fn = ir.Function(module, _signature(kernel, split), name=name)
         self.fn.linkage = "internal"
@@ -117,16 +119,16 @@ class _KernelRenderer:
 
     def call_twin_when_aligned(self) -> None:
         """Run the streaming twin instead when every output it streams is line-aligned."""
-        b = self.b
+        assert self.twin is not None
+        b, (twin, streamed) = self.b, self.twin
         aligned: ir.Value = ir.Constant(I1, 1)
-        for n in streamed_outputs(self.kernel):
+        for n in streamed:
             low = b.and_(b.ptrtoint(self.fn.args[n], I64), _i64(LINE_BYTES - 1))
             aligned = b.and_(aligned, b.icmp_unsigned("==", low, _i64(0)))
         stream, plain = self.fn.append_basic_block("stream"), self.fn.append_basic_block("plain")
         b.cbranch(aligned, stream, plain)
         b.position_at_end(stream)
-        assert self.twin is not None
-        b.call(self.twin, list(self.fn.args))
+        b.call(twin, list(self.fn.args))
         b.ret_void()
         b.position_at_end(plain)
 
@@ -457,7 +459,7 @@ def render_kernel(module: ir.Module, kernel: Kernel) -> ir.Function:
     if not streamed:
         return _KernelRenderer(module, kernel, split).render()
     twin = _KernelRenderer(module, kernel, split, streamed=streamed).render()
-    return _KernelRenderer(module, kernel, split, twin=twin).render()
+    return _KernelRenderer(module, kernel, split, twin=(twin, streamed)).render()
 
 
 def _call(b: ir.IRBuilder, buffers: ir.Value, target: ir.Function, slots: Sequence[int],

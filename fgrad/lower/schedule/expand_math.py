@@ -22,10 +22,10 @@ from typing import Any
 import numpy as np
 
 from fgrad.core import prims as P
-from fgrad.core.dtypes import DType, dtypes
+from fgrad.core.dtypes import NARROW_FLOATS, DType, dtypes
 from fgrad.core.tensor import Tensor
 
-HALF = (dtypes.float16, dtypes.bfloat16)
+HALF = NARROW_FLOATS
 
 
 def full(shape: tuple[int, ...], value: Any, dtype: DType) -> Any:

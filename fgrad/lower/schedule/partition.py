@@ -52,7 +52,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Union
 
-from fgrad.core.dtypes import dtypes
+from fgrad.core.dtypes import NARROW_FLOATS, dtypes
 from fgrad.core.ir import Eqn, Jaxpr, Var, _Names, _pp
 from fgrad.lower.schedule.control_flow import CONTROL_FLOW
 from fgrad.lower.schedule.gemm_layout import GemmDims, gemm_dims, gemm_reason, pack_gemm_operands
@@ -80,7 +80,6 @@ NATIVE_SEQUENCE_DTYPES = (dtypes.float32, dtypes.float64, dtypes.int32, dtypes.i
                           dtypes.uint32, dtypes.uint64)
 # fgrad.distributed's collectives: one mpi4py call from the host (docs/distributed.md).
 COLLECTIVES = frozenset({"psum", "pmean", "pmax", "pmin", "all_gather", "process_broadcast"})
-NARROW_FLOATS = (dtypes.float16, dtypes.bfloat16)  # computed in float32, rounded per op
 
 
 @dataclass(frozen=True, eq=False)

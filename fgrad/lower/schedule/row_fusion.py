@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Protocol, Sequence
 
-from fgrad.core.dtypes import dtypes
+from fgrad.core.dtypes import NARROW_FLOATS
 from fgrad.core.ir import Eqn, Var
 
 if TYPE_CHECKING:
@@ -164,8 +164,7 @@ def _row_form_ok(step: KernelStep, var: Var, red: bool) -> bool:
     if registers_hold_rows(step.shape, step.axes):
         return True
     reductions = [v for v, r in zip(step.outputs, step.reduced, strict=True) if r]
-    narrow = (dtypes.float16, dtypes.bfloat16)
-    return all(v.aval.dtype not in narrow for v in reductions + [var] * red)
+    return all(v.aval.dtype not in NARROW_FLOATS for v in reductions + [var] * red)
 
 
 def row_phase(g: Graph, step: KernelStep, eqn: Eqn, var: Var, realized: set[int]
