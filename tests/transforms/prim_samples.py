@@ -231,6 +231,12 @@ STRUCTURAL: dict[str, Gen] = {
     "concatenate": _concat,
     "dot_general": _dot,
     "iota": lambda rng: [Case([], dict(dtype=dtypes.int32, shape=(2, 3), dimension=1))],
+    "conv_patches": lambda rng: [
+        Case([normal(rng, 2, 3, 5, 6)], dict(kernel=(3, 2), stride=(2, 1), dilation=(1, 2),
+                                            padding=((1, 1), (0, 2)))),
+        Case([normal(rng, 3, 7)], dict(kernel=(3,), stride=(1,), dilation=(1,),
+                                      padding=((-1, 2),))),
+    ],
 }
 
 

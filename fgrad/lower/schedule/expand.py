@@ -64,6 +64,7 @@ EXPANDERS: dict[str, Expander] = {
     "sort": _staged(expand_math.bitonic_sort),
     "dot_general": _staged(expand_dot.dot_as_reduction),
     "checkpoint_name": _staged(lambda x, name: [x]),
+    "conv_patches": _staged(expand_math.patches_by_slices),
 }
 
 EXPANSIONS: dict[str, str] = {
@@ -77,6 +78,8 @@ EXPANSIONS: dict[str, str] = {
        for kind in ("cumsum", "cumprod", "cummax", "cummin")},
     "sort": "a bitonic network of reshape/rev and elementwise compare-exchanges",
     "checkpoint_name": "nothing (an identity tag for checkpoint policies)",
+    "conv_patches": "pad, one strided slice per kernel tap and a concatenate (on llvm, a "
+                    "GEMM that multiplies it reads the image instead: fuse_patches.py)",
 }  # dot_general is a gemm; only the dtypes gemm lacks expand (see schedule/expand_dot.py)
 NO_SEMANTICS = ("custom_lin: compiling it raises its impl's TypeError (a custom_vjp "
                 "function's tangent map has no evaluation semantics)")

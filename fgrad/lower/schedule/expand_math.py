@@ -13,6 +13,7 @@ jaxpr has no constvars.
 - sort: a bitonic network over the last axis padded to a power of two. Each element carries
   its original position; the order is (is padding, key, position) lexicographically, with
   NaN the largest key, so the network's result is the stable sort of `_stable_argsort`.
+- conv_patches: pad, one strided slice per kernel tap, concatenated (conv_ops.windows).
 """
 from __future__ import annotations
 
@@ -209,3 +210,11 @@ def bitonic_sort(x: Any, *, descending: bool) -> list[Any]:
     values = P.slice_(key, (0,) * x.ndim, limit)
     return [P.convert(values, x.dtype) if values.dtype != x.dtype else values,
             P.slice_(pos, (0,) * x.ndim, limit)]
+
+
+def patches_by_slices(x: Any, *, kernel: tuple[int, ...], stride: tuple[int, ...],
+                      dilation: tuple[int, ...], padding: tuple[tuple[int, int], ...]
+                      ) -> list[Any]:
+    """conv_patches as pad, one strided slice per kernel tap and a concatenate."""
+    from fgrad.core.methods.nn.conv_ops import pad_spatial, windows
+    return [windows(pad_spatial(x, padding), kernel, stride, dilation, "conv2d")]

@@ -1,9 +1,11 @@
-"""Convolution as implicit im2col: pad, gather every kernel tap with one strided slice, contract.
+"""Convolution as patches times weight; pooling as a reduction over window taps.
 
-`windows(x, kernel, stride, dilation)` turns the trailing spatial axes (..., *S) into
-(..., prod(kernel), *out): one strided `slice_` per kernel offset, stacked. conv2d contracts
-that with the weight in a single `dot_general`; pooling reduces over the tap axis. All of it
-is movement primitives plus one contraction, so grad/vmap/jit need no convolution rule.
+conv2d contracts `conv_patches` (prims/patches.py: (N, C, *S) -> (N, C, K, *out), every
+kernel window) with the weight in one `dot_general`; the llvm backend's GEMM reads the
+patches straight from the image (implicit GEMM). `windows(x, kernel, stride, dilation)` is
+the same windows built from movement primitives (one strided `slice_` per kernel tap,
+stacked), which pooling reduces over and backends expand conv_patches into. No convolution
+rule is needed: grad/vmap/jit see movement primitives and one contraction.
 """
 from __future__ import annotations
 
@@ -55,16 +57,23 @@ def output_shape(spatial: Sequence[int], kernel: Sequence[int], stride: Sequence
                  for s, k, st, d in zip(spatial, kernel, stride, dilation, strict=True))
 
 
-def tap_slices(x: "Tensor", kernel: Sequence[int], stride: Sequence[int],
-               dilation: Sequence[int], op: str) -> list["Tensor"]:
-    """(..., *S) -> one (..., *out) strided slice per kernel tap, row-major over the taps."""
-    n = len(kernel)
-    lead, spatial = x.shape[:-n], x.shape[-n:]
+def fitted_output_shape(spatial: Sequence[int], kernel: Sequence[int], stride: Sequence[int],
+                        dilation: Sequence[int], op: str) -> tuple[int, ...]:
+    """`output_shape`, or an ArgumentError naming `op` when the kernel does not fit."""
     out = output_shape(spatial, kernel, stride, dilation)
     if any(o < 1 for o in out) or any(k < 1 for k in kernel):
         raise ArgumentError(f"{op}: kernel {tuple(kernel)} with dilation {tuple(dilation)} "
                             f"does not fit the (padded) input of spatial shape "
                             f"{fmt_shape(spatial)}")
+    return out
+
+
+def tap_slices(x: "Tensor", kernel: Sequence[int], stride: Sequence[int],
+               dilation: Sequence[int], op: str) -> list["Tensor"]:
+    """(..., *S) -> one (..., *out) strided slice per kernel tap, row-major over the taps."""
+    n = len(kernel)
+    lead = x.shape[:-n]
+    out = fitted_output_shape(x.shape[-n:], kernel, stride, dilation, op)
     taps = []
     for offset in itertools.product(*(range(k) for k in kernel)):
         start = tuple(o * d for o, d in zip(offset, dilation, strict=True))
@@ -163,13 +172,14 @@ def conv_nd(x: "Tensor", weight: "Tensor", groups: int, stride: tuple[int, ...],
         return _pointwise(x, weight, stride, pads)
     if groups > 1 and c_in_g == 1 and groups == x.shape[1]:
         return _depthwise(x, weight, stride, dilation, pads)
-    patches = windows(pad_spatial(x, pads), kernel, stride, dilation, "conv2d")
+    padded = tuple(s + lo + hi for s, (lo, hi) in zip(x.shape[2:], pads, strict=True))
+    fitted_output_shape(padded, kernel, stride, dilation, "conv2d")
+    patches = P.conv_patches(x, kernel, stride, dilation, pads)  # (N, C_in, taps, *out)
     out_sp = patches.shape[3:]
     taps = math.prod(kernel)
     # weight first, batched over (batch[, groups]): each product is (c_out/groups) x pixels,
     # already in the output's (N, C, *S) layout, so no transpose follows the gemm
     if groups == 1:
-        patches = P.reshape(patches, (batch, c_in_g, taps) + out_sp)
         w = P.broadcast_in_dim(P.reshape(weight, (1, c_out, c_in_g, taps)),
                                (batch, c_out, c_in_g, taps), (0, 1, 2, 3))
         return P.dot_general(w, patches, (((2, 3), (1, 2)), ((0,), (0,))))
