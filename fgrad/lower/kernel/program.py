@@ -151,7 +151,8 @@ def _epilogue_of(sched: Schedule, n: int, segment: "Segment | None", kernel: Ker
 
 def plan(jaxpr: Jaxpr, half_native: bool = True, native_linalg: bool = True,
          call_per_segment: bool = False, epilogue_ok: EpilogueTest | None = None,
-         in_registers: RegisterTest | None = None) -> Program:
+         in_registers: RegisterTest | None = None,
+         implicit_gemm: Callable[[Eqn], bool] | None = None) -> Program:
     """Schedule `jaxpr`, build every kernel, group consecutive kernels into segments.
     `half_native`: whether float16 may be computed in kernels (else host steps);
     `native_linalg`: whether float32/64 linalg and sort are library calls (else host
@@ -160,8 +161,9 @@ def plan(jaxpr: Jaxpr, half_native: bool = True, native_linalg: bool = True,
     times each segment); `epilogue_ok`: which elementwise kernels right after a gemm run
     inside the gemm's call (the gemm call's slots are then its own, then the kernel's);
     `in_registers`: which of those the backend computes in registers, so that a product
-    only they read needs no buffer (`Program.unstored`)."""
-    source, jaxpr = jaxpr, cse(expand(jaxpr, native_library=native_linalg))
+    only they read needs no buffer (`Program.unstored`); `implicit_gemm`: which products
+    of conv_patches the backend's GEMM computes from the image (schedule/fuse_patches.py)."""
+    source, jaxpr = jaxpr, cse(expand(jaxpr, native_linalg, implicit_gemm))
     sched = schedule(jaxpr, half_native, native_linalg, source=source)
     names = sched.names
     kernels: list[Kernel] = []

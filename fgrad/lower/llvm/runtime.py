@@ -40,7 +40,7 @@ from fgrad.lower.kernel import program as program_lib
 from fgrad.lower.llvm.dispatch import LeanCall, address_of, as_c, new_output
 from fgrad.lower.llvm.gemm.driver import routine_texts
 from fgrad.lower.llvm.gemm.epilogue import in_registers, register_note
-from fgrad.lower.llvm.gemm.native import epilogue_fits, routine_dtypes
+from fgrad.lower.llvm.gemm.native import epilogue_fits, routine_dtypes, uses_native_gemm
 from fgrad.lower.llvm.buffer_pool import POOL, exclusively_owned
 from fgrad.lower.schedule.control_flow import CONTROL_FLOW, HostRows, run_control
 from fgrad.lower.llvm.lapack import library_symbols, register_named_symbols
@@ -357,7 +357,8 @@ def plan(jaxpr: Jaxpr, call_per_segment: bool = False) -> Program:
     return program_lib.plan(split_reductions(jaxpr), half_native(),
                             call_per_segment=call_per_segment,
                             epilogue_ok=epilogue_fits if native else None,
-                            in_registers=in_registers if native else None)
+                            in_registers=in_registers if native else None,
+                            implicit_gemm=uses_native_gemm if native else None)
 
 
 def compile_llvm(jaxpr: Jaxpr) -> LLVMExecutable:

@@ -25,6 +25,7 @@ from fgrad.core.staging import trace_to_jaxpr
 from fgrad.core.trace import current_trace
 from fgrad.lower.schedule import expand_dot
 from fgrad.lower.schedule import expand_math
+from fgrad.lower.schedule.fuse_patches import fuse_patches
 from fgrad.lower.schedule.partition import native_sequence_applies
 
 Env = dict[int, Atom]
@@ -85,9 +86,10 @@ NO_SEMANTICS = ("custom_lin: compiling it raises its impl's TypeError (a custom_
                 "function's tangent map has no evaluation semantics)")
 
 
-def _applies(eqn: Eqn, native_library: bool = False) -> bool:
+def _applies(eqn: Eqn, native_library: bool = False, keep: frozenset[str] = frozenset()
+             ) -> bool:
     name = eqn.primitive.name
-    if name not in EXPANDERS:
+    if name not in EXPANDERS or name in keep:
         return False
     if native_sequence_applies(eqn, native_library):
         return False  # one library call (llvm/sequences.py)
@@ -114,8 +116,9 @@ def _stage(fn: Callable[..., list[Any]], eqn: Eqn) -> Jaxpr:
 class _Expansion:
     """The equations of the expanded jaxpr, emitted in program order."""
 
-    def __init__(self, native_library: bool = False) -> None:
-        self.native_library = native_library
+    def __init__(self, native_library: bool = False, keep: frozenset[str] = frozenset()
+                 ) -> None:
+        self.native_library, self.keep = native_library, keep
         self.eqns: list[Eqn] = []
 
     def emit(self, eqns: Sequence[Eqn], env: Env, rename: dict[int, Var] | None,
@@ -127,7 +130,7 @@ class _Expansion:
             ins = [_subst(a, env) for a in eqn.inputs]
             outs = list(eqn.outvars) if rename is None else \
                 [rename.get(id(v)) or Var(v.aval) for v in eqn.outvars]
-            if _applies(eqn, self.native_library):
+            if _applies(eqn, self.native_library, self.keep):
                 results = EXPANDERS[eqn.primitive.name](self, eqn, ins, outs)
             else:
                 self.eqns.append(self._copy(eqn, ins, outs, source))
@@ -162,13 +165,23 @@ def _subst(a: Atom, env: Env) -> Atom:
     return a if isinstance(a, Literal) else env.get(id(a), a)
 
 
-def expand(jaxpr: Jaxpr, native_library: bool = False) -> Jaxpr:
+def expand(jaxpr: Jaxpr, native_library: bool = False,
+           implicit_gemm: Callable[[Eqn], bool] | None = None) -> Jaxpr:
     """`jaxpr` with every equation in EXPANDERS rewritten (module docstring); `jaxpr`
     itself when there is none. `native_library`: the backend has native library calls
-    (llvm), so a sort or cumulative op of a dtype it computes natively stays."""
-    if not any(_applies(e, native_library) for e in jaxpr.eqns):
+    (llvm), so a sort or cumulative op of a dtype it computes natively stays.
+    `implicit_gemm`: which products may read conv_patches from the image
+    (fuse_patches.py); those patches are not expanded."""
+    if implicit_gemm is not None:
+        kept = _expand(jaxpr, native_library, frozenset({"conv_patches"}))
+        return _expand(fuse_patches(kept, implicit_gemm), native_library, frozenset())
+    return _expand(jaxpr, native_library, frozenset())
+
+
+def _expand(jaxpr: Jaxpr, native_library: bool, keep: frozenset[str]) -> Jaxpr:
+    if not any(_applies(e, native_library, keep) for e in jaxpr.eqns):
         return jaxpr
-    ex = _Expansion(native_library)
+    ex = _Expansion(native_library, keep)
     env: Env = {}
     ex.emit(jaxpr.eqns, env, None, None)
     outvars = [_subst(a, env) for a in jaxpr.outvars]

@@ -84,6 +84,8 @@ def gemm_dims(eqn: Eqn) -> GemmDims | None:
     """The BLAS view of a dot_general (None if an operand's layout needs packing)."""
     (xc, yc), (xb, yb) = eqn.params["dimension_numbers"]
     xs, ys = eqn.inputs[0].aval.shape, eqn.inputs[1].aval.shape
+    if "rhs_patches" in eqn.params:   # B is read from an image (fuse_patches.py)
+        ys = eqn.params["rhs_patches"].shape
     xf, yf = _free(len(xs), xc, xb), _free(len(ys), yc, yb)
     lhs = matrix_view(xs, xb, xf, xc)
     rhs = matrix_view(ys, yb, yc, yf)
@@ -180,8 +182,10 @@ def _pack_dot(eqn: Eqn, producers: dict[int, Eqn], eqns: list[Eqn], packs: Packs
 
 def _is_float_dot(eqn: Eqn) -> bool:
     """A float32/float64 (or int32, left for a backend's own GEMM) dot_general on
-    variables (what `pack_gemm_operands` rewrites)."""
+    variables (what `pack_gemm_operands` rewrites; not one reading its B operand from an
+    image, whose layout fuse_patches.py chose)."""
     return eqn.primitive.name == "dot_general" and len(eqn.outvars) == 1 \
+        and "rhs_patches" not in eqn.params \
         and eqn.outvars[0].aval.dtype in GEMM_DTYPES | INT_GEMM_DTYPES \
         and all(isinstance(a, Var) for a in eqn.inputs)
 

@@ -529,9 +529,12 @@ def pp_gemm(step: GemmStep, names: _Names) -> str:
     d = step.dims
     ins = " ".join(names(a) for a in step.eqn.inputs)
     flags = f"lhs {'NT'[d.lhs.trans]} rhs {'NT'[d.rhs.trans]}"
+    patches = step.eqn.params.get("rhs_patches")
+    how = "(BLAS)" if patches is None else \
+        f"(implicit GEMM: rhs {patches!r} of {names(step.eqn.inputs[1])})"
     return (f"  {step.name}: gemm {step.eqn.outvars[0].aval.dtype.short} batch={d.batch} "
             f"m={d.m} n={d.n} k={d.k} ({ins}) -> ({names(step.eqn.outvars[0])})  "
-            f"# dot_general {flags} (BLAS)")
+            f"# dot_general {flags} {how}")
 
 
 def pp_linalg(step: LinalgStep, names: _Names) -> str:

@@ -30,13 +30,15 @@ from fgrad.lower.llvm.gemm.native import (GEMM_TYPES, I64, I8P, KC, MC_TARGET, N
                                           _libc, _loop, _smin, micro_args, routine_prefix,
                                           shared_routines, tile_shape)
 from fgrad.lower.kernel.ir import Kernel
+from fgrad.lower.llvm.gemm.conv_pack import GEOMETRY, render_conv_pack
 from fgrad.lower.llvm.gemm.epilogue import RegisterEpilogue, register_epilogue
 from fgrad.lower.llvm.gemm.prepack import PrepackPlan, emit_units, prepack_plan, render_prepack
+from fgrad.lower.schedule.fuse_patches import PatchRead
 from fgrad.lower.schedule.gemm_layout import GemmDims, gemm_dims
 
 # The fixed part of a driver's `dims` array; the batch sizes and strides follow.
 DIMS = ("m", "n", "k", "lhs_ld", "rhs_ld", "lhs_trans", "rhs_trans", "mc", "kc", "nc",
-        "row_scale", "epi_mode", "epi_out", "epi_bias", "batch_rank")
+        "row_scale", "epi_mode", "epi_out", "epi_bias", *GEOMETRY, "batch_rank")
 THUNK = ir.FunctionType(ir.VoidType(), [I8P.as_pointer(), I64, I64])
 
 
@@ -47,16 +49,26 @@ def driver_type(ft: ir.Type) -> ir.FunctionType:
                                            THUNK.as_pointer(), I8P.as_pointer(), fp])
 
 
-def driver_dims(d: GemmDims, size: int, row_scale: int) -> list[int]:
-    """The `dims` array of one product for the shared driver (module docstring)."""
+def driver_dims(d: GemmDims, size: int, row_scale: int,
+                patches: PatchRead | None = None) -> list[int]:
+    """The `dims` array of one product for the shared driver (module docstring); with
+    `patches`, B is read from an image (gemm/conv_pack.py)."""
     mr, nr, _ = tile_shape(size)
     mc = max(mr, MC_TARGET // mr * mr)
     kc = min(KC, max(d.k, 1))
     nc = min(NC, -(-d.n // nr) * nr)
+    rhs_strides = d.rhs.batch_strides
+    geometry = [0] * len(GEOMETRY)
+    if patches is not None:
+        _, _, h, w = patches.image
+        geometry = [2 if patches.transposed else 1, h, w, *patches.kernel, *patches.stride,
+                    *patches.dilation, patches.padding[0][0], patches.padding[1][0],
+                    patches.shape[-1]]
+        rhs_strides = (math.prod(patches.image[1:]),)
     fixed = [d.m, d.n, d.k, d.lhs.ld, d.rhs.ld, int(d.lhs.trans), int(d.rhs.trans), mc, kc,
-             nc, row_scale, 0, 0, 0, len(d.batch)]   # a register epilogue's are set at run time
+             nc, row_scale, 0, 0, 0, *geometry, len(d.batch)]   # epi_*: set at run time
     assert len(fixed) == len(DIMS)
-    return [*fixed, *d.batch, *d.lhs.batch_strides, *d.rhs.batch_strides]
+    return [*fixed, *d.batch, *d.lhs.batch_strides, *rhs_strides]
 
 
 class _Driver:
@@ -72,6 +84,8 @@ class _Driver:
         self.packs = {(side, t): _libc(module, f"{prefix}_pack_{side}_{t}", ir.VoidType(),
                                        [fp, fp, I64, I64, I64, I64, I64])
                       for side in "ab" for t in "nt"}
+        self.pack_conv = _libc(module, f"{prefix}_pack_b_conv", ir.VoidType(),
+                               [fp, fp, I64.as_pointer(), I64, I64, I64, I64])
 
     def function(self) -> ir.Function:
         """Define `<prefix>_driver` (module docstring)."""
@@ -199,8 +213,14 @@ class _Driver:
         """B's panel for column block jc and slice pc: packed now into `bpack`, or, when
         the call gave `packed_b`, where gemm/prepack.py put it."""
         b, d, nr = self.b, self.d, self.nr
+        implicit = b.icmp_signed("!=", d["conv"], _c(0))
         with b.if_then(b.not_(self.prepacked)):
-            b.call(self.pack_b, [bpack, y, d["rhs_ld"], jc, b.add(jc, nc), pc, kc])
+            with b.if_else(implicit) as (image, stored):
+                with image:
+                    b.call(self.pack_conv, [bpack, y, self.dims_array, jc, b.add(jc, nc),
+                                            pc, kc])
+                with stored:
+                    b.call(self.pack_b, [bpack, y, d["rhs_ld"], jc, b.add(jc, nc), pc, kc])
         padded = b.mul(b.sdiv(b.add(nc, _c(nr - 1)), _c(nr)), _c(nr))
         given = b.gep(self.packed_b, [b.add(b.mul(jc, d["k"]), b.mul(pc, padded))])
         return b.select(self.prepacked, given, bpack)
@@ -226,7 +246,8 @@ def render_call_site(module: ir.Module, name: str, d: GemmDims, ft: ir.Type, siz
                      epilogue: ir.Function | None, row_scale: int,
                      prepack: PrepackPlan | None = None,
                      register: RegisterEpilogue | None = None,
-                     private: bool = False) -> ir.Function:
+                     private: bool = False, patches: PatchRead | None = None
+                     ) -> ir.Function:
     """Add `void name(T* out, T* lhs, T* rhs, [epilogue's buffers...], i64 start, i64 stop)`
     calling the shared driver with this product's sizes (module docstring); with a
     `prepack` plan, start and stop count its chunks and an `i64* line` (the call's state
@@ -246,7 +267,7 @@ def render_call_site(module: ir.Module, name: str, d: GemmDims, ft: ir.Type, siz
     start, stop = fn.args[3 + len(buffers):5 + len(buffers)]
     given = list(fn.args[3:3 + len(buffers)])
     b = ir.IRBuilder(fn.append_basic_block("entry"))
-    values = driver_dims(d, size, row_scale)
+    values = driver_dims(d, size, row_scale, patches)
     dims = b.alloca(I64, size=len(values), name="dims")
     for i, value in enumerate(values):
         b.store(_c(value), b.gep(dims, [_c(i)]))
@@ -307,7 +328,7 @@ def routine_texts(dtype_name: str) -> tuple[tuple[str, str], ...]:
     ft, size = GEMM_TYPES[getattr(dtypes, dtype_name)]
     texts: list[tuple[str, str]] = []
     parts: list[tuple[str, bool]] = [("micro", False), ("a", False), ("a", True), ("b", False),
-                                     ("b", True), ("driver", False)]
+                                     ("b", True), ("conv", False), ("driver", False)]
     for part, trans in parts:
         module = ir.Module(name=f"fgrad_gemm_{dtype_name}")
         module.triple, module.data_layout = target.triple_and_layout()
@@ -317,9 +338,13 @@ def routine_texts(dtype_name: str) -> tuple[tuple[str, str], ...]:
             render_prepack(module, ft, size, DIMS)
         elif part == "micro":
             routines.micro_kernel()
+        elif part == "conv":
+            render_conv_pack(module, ft, size, routines.nr, routine_prefix(ft, size),
+                             {name: DIMS.index(name) for name in GEOMETRY})
         else:   # packing of operand a or b, plain or transposed
             routines.pack_function(part, routines.mr if part == "a" else routines.nr, trans)
-        name = part if part in ("micro", "driver") else f"pack_{part}" + "_t" * trans
+        name = part if part in ("micro", "driver") else "pack_b_conv" if part == "conv" \
+            else f"pack_{part}" + "_t" * trans
         texts.append((name, str(module)))
     return tuple(texts)
 
@@ -341,7 +366,8 @@ def render_native_gemm_rows(module: ir.Module, name: str, eqn: Eqn,
     ft, size = GEMM_TYPES[dtype]
     register = None if epilogue_kernel is None else register_epilogue(eqn, epilogue_kernel)
     return render_call_site(module, name, dims, ft, size, epilogue, row_scale,
-                            prepack_plan(eqn) if split else None, register, private)
+                            prepack_plan(eqn) if split else None, register, private,
+                            eqn.params.get("rhs_patches"))
 
 
 def render_native_gemm(module: ir.Module, name: str, eqn: Eqn,

@@ -67,7 +67,7 @@ def prepack_plan(eqn: Eqn) -> PrepackPlan | None:
     if not ENABLED or not uses_native_gemm(eqn):
         return None
     dims = gemm_dims(eqn)
-    if dims is None or dims.batch:
+    if dims is None or dims.batch or "rhs_patches" in eqn.params:
         return None
     size = eqn.outvars[0].aval.dtype.itemsize
     mr, nr, _ = tile_shape(size)
