@@ -71,9 +71,9 @@ def fuse_patches(jaxpr: Jaxpr, accepts: Callable[[Eqn], bool]) -> Jaxpr:
     replaced: dict[int, Eqn] = {}
     dropped: set[int] = set()
     for e in jaxpr.eqns:
-        out = e.outvars[0]
-        if e.primitive.name != "conv_patches" or id(out) in returned:
+        if e.primitive.name != "conv_patches" or id(e.outvars[0]) in returned:
             continue
+        out = e.outvars[0]
         rewritten = []
         for use in uses.get(id(out), []):
             read = _read_of(e, use)
