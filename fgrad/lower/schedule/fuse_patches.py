@@ -14,6 +14,7 @@ sliced, or grouped by a reshape) keeps the stored patches: expand.py expands the
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -21,6 +22,7 @@ from fgrad.core.dtypes import dtypes
 from fgrad.core.ir import Eqn, Jaxpr, Var
 
 PLAIN_CONTRACT, TRANSPOSED_CONTRACT = (1, 2), (3, 4)
+MAX_IMAGE_ELEMENTS = 2 ** 31 - 2 ** 20   # the packing routine's offsets are 32-bit
 
 
 @dataclass(frozen=True)
@@ -48,6 +50,7 @@ def _read_of(patches: Eqn, use: Eqn) -> PatchRead | None:
     if use.primitive.name != "dot_general" or not isinstance(x, Var) \
             or x.aval.ndim != 4 or len(p["kernel"]) != 2 \
             or x.aval.dtype not in (dtypes.float32, dtypes.float64) \
+            or math.prod(x.aval.shape[1:]) >= MAX_IMAGE_ELEMENTS \
             or use.inputs[1] is not patches.outvars[0] or use.inputs[0] is use.inputs[1]:
         return None
     (_, rhs_contract), (_, rhs_batch) = use.params["dimension_numbers"]

@@ -9,10 +9,12 @@ dest[t][p][w] = B(k0 + p, first + t*NR + w), zero beyond `limit` columns.
 B(row, col) is patches[c, tap, pixel] with (c, tap) the row and the pixel the column
 (conv 1, a convolution's forward product) or the other way round (conv 2, the weight's
 gradient). Element: image[c, oh*sh - ph + kh*dh, ow*sw - pw + kw*dw], zero outside the
-image (the padding). Per call, a table gives each of the kc rows its part of the address
-and bounds; per sliver, vectors give each lane its part; per row of a sliver, one masked
-load when the sliver's pixels are consecutive input pixels of one row (stride 1, the
-sliver within one output row: most slivers of a forward conv), else a masked gather.
+image (the padding). Per call, i32 tables give each of the kc rows and each column of the
+slivers its part of the address and bounds (filled by counters, no division per entry);
+per row of a sliver, one masked load when the sliver's pixels are consecutive input pixels
+of one row (stride 1, the sliver within one output row: most slivers of a forward conv),
+else a masked gather. Offsets are 32-bit: fuse_patches.py admits images of < 2^31
+elements per batch entry.
 """
 from __future__ import annotations
 
@@ -20,7 +22,7 @@ from typing import Callable
 
 from llvmlite import ir
 
-from fgrad.lower.llvm.gemm.native import I64, KC, _c, _loop
+from fgrad.lower.llvm.gemm.native import I64, KC, NC, _c, _loop
 
 GEOMETRY = ("conv", "conv_h", "conv_w", "conv_kh", "conv_kw", "conv_sh", "conv_sw",
             "conv_dh", "conv_dw", "conv_ph", "conv_pw", "conv_ow")
@@ -32,7 +34,8 @@ class _ConvPack:
                  fields: dict[str, int]):
         self.module, self.ft, self.size, self.nr = module, ft, size, nr
         self.fp = ft.as_pointer()
-        self.vec, self.ivec = ir.VectorType(ft, nr), ir.VectorType(I64, nr)
+        self.vec, self.ivec = ir.VectorType(ft, nr), ir.VectorType(I32, nr)
+        self.lvec = ir.VectorType(I64, nr)
         self.mask_type = ir.VectorType(I1, nr)
         self.name, self.fields = f"{prefix}_pack_b_conv", fields
         suffix = "f64" if size == 8 else "f32"
@@ -57,69 +60,103 @@ class _ConvPack:
         self.b, self.image = b, image
         self.g = {name: b.load(b.gep(dims, [_c(self.fields[name])]), name=name)
                   for name in GEOMETRY}
-        self.plane = b.mul(self.g["conv_h"], self.g["conv_w"])
-        # per row of the panel: address part, row offset and column offset in the image
-        tables = [b.alloca(I64, size=KC, name=n) for n in ("row_at", "row_dh", "row_dw")]
-        transposed = b.icmp_signed("==", self.g["conv"], _c(2))
-
-        def fill(p: ir.Value) -> None:
-            at, dh, dw = self._row_parts(b.add(k0, p), transposed)
-            for table, value in zip(tables, (at, dh, dw)):
-                b.store(value, b.gep(table, [p]))
-        _loop(b, _c(0), kc, 1, fill, "tab")
+        # (address part, row offset, column offset) in the image, as i32: per panel row,
+        # and per column of the panel's slivers
+        rows = [b.alloca(I32, size=KC, name=n) for n in ("row_at", "row_dh", "row_dw")]
+        cols = [b.alloca(I32, size=NC + self.nr, name=n) for n in ("col_at", "col_dh",
+                                                                   "col_dw")]
         count = b.sdiv(b.add(b.sub(limit, first), _c(self.nr - 1)), _c(self.nr))
+        span = b.mul(count, _c(self.nr))
+        transposed = b.icmp_signed("==", self.g["conv"], _c(2))
+        with b.if_else(transposed) as (pixel_rows, tap_rows):
+            with pixel_rows:
+                self._walk_pixels(k0, kc, rows)
+                self._walk_taps(first, span, cols)
+            with tap_rows:
+                self._walk_taps(k0, kc, rows)
+                self._walk_pixels(first, span, cols)
+        columns = b.trunc(b.sub(limit, first), I32)
 
         def sliver(t: ir.Value) -> None:
             start = b.add(first, b.mul(t, _c(self.nr)))
-            cols = b.add(self._splat(start), ir.Constant(self.ivec, list(range(self.nr))))
-            valid = b.icmp_signed("<", cols, self._splat(limit))
-            at, dh, dw = self._lane_parts(cols, transposed)
+            at = b.mul(t, _c(self.nr))
+            lanes = tuple(b.load(b.bitcast(b.gep(table, [at]), self.ivec.as_pointer()),
+                                 align=4) for table in cols)
+            index = b.add(self._splat(b.trunc(at, I32)),
+                          ir.Constant(self.ivec, list(range(self.nr))))
+            valid = b.icmp_signed("<", index, self._splat(columns))
             out = b.gep(dest, [b.mul(t, b.mul(kc, _c(self.nr)))])
             contiguous = b.and_(b.not_(transposed), self._one_input_run(start, limit))
             with b.if_else(contiguous) as (then, otherwise):
                 with then:
-                    self._rows(out, kc, tables, (at, dh, dw), valid, self._load_run)
+                    self._rows(out, kc, rows, lanes, valid, self._load_run)
                 with otherwise:
-                    self._rows(out, kc, tables, (at, dh, dw), valid, self._gather)
+                    self._rows(out, kc, rows, lanes, valid, self._gather)
         _loop(b, _c(0), count, 1, sliver, "sl")
         b.ret_void()
         return fn
 
     def _splat(self, v: ir.Value) -> ir.Value:
         b = self.b
-        one = b.insert_element(ir.Constant(self.ivec, ir.Undefined), v, ir.Constant(I32, 0))
-        return b.shuffle_vector(one, ir.Constant(self.ivec, ir.Undefined),
+        vty = ir.VectorType(v.type, self.nr)
+        one = b.insert_element(ir.Constant(vty, ir.Undefined), v, ir.Constant(I32, 0))
+        return b.shuffle_vector(one, ir.Constant(vty, ir.Undefined),
                                 ir.Constant(ir.VectorType(I32, self.nr), [0] * self.nr))
 
-    def _tap_parts(self, row: ir.Value, vector: bool) -> tuple[ir.Value, ...]:
-        """(address part, row offset, column offset) of (channel, tap) index `row`."""
+    def _walk(self, state: list[ir.Value], count: ir.Value, tables: list[ir.Value],
+              parts: Callable[[list[ir.Value]], tuple[ir.Value, ...]],
+              step: Callable[[list[ir.Value]], list[ir.Value]]) -> None:
+        """tables[i][j] = parts(state_j)[i] for j in [0, count), state_{j+1} = step(state_j):
+        counters instead of a division per entry."""
+        b = self.b
+        slots = [b.alloca(I64) for _ in state]
+        for slot, value in zip(slots, state):
+            b.store(value, slot)
+
+        def entry(j: ir.Value) -> None:
+            now = [b.load(slot) for slot in slots]
+            for table, value in zip(tables, parts(now)):
+                b.store(b.trunc(value, I32), b.gep(table, [j]))
+            for slot, value in zip(slots, step(now)):
+                b.store(value, slot)
+        _loop(b, _c(0), count, 1, entry, "walk")
+
+    def _walk_pixels(self, start: ir.Value, count: ir.Value, tables: list[ir.Value]) -> None:
+        """Output pixels start, start + 1, ...: (address part, row, column offset)."""
         b, g = self.b, self.g
-        c = (lambda v: self._splat(v)) if vector else (lambda v: v)
+
+        def parts(s: list[ir.Value]) -> tuple[ir.Value, ...]:
+            dh = b.sub(b.mul(s[0], g["conv_sh"]), g["conv_ph"])
+            dw = b.sub(b.mul(s[1], g["conv_sw"]), g["conv_pw"])
+            return b.add(b.mul(dh, g["conv_w"]), dw), dh, dw
+
+        def step(s: list[ir.Value]) -> list[ir.Value]:
+            ow = b.add(s[1], _c(1))
+            wrap = b.icmp_signed(">=", ow, g["conv_ow"])
+            return [b.add(s[0], b.zext(wrap, I64)), b.select(wrap, _c(0), ow)]
+        state = [b.sdiv(start, g["conv_ow"]), b.srem(start, g["conv_ow"])]
+        self._walk(state, count, tables, parts, step)
+
+    def _walk_taps(self, start: ir.Value, count: ir.Value, tables: list[ir.Value]) -> None:
+        """(channel, tap) indices start, start + 1, ...: (address part, row, column offset)."""
+        b, g = self.b, self.g
+        plane = b.mul(g["conv_h"], g["conv_w"])
+
+        def parts(s: list[ir.Value]) -> tuple[ir.Value, ...]:
+            dh, dw = b.mul(s[1], g["conv_dh"]), b.mul(s[2], g["conv_dw"])
+            return b.add(b.mul(s[0], plane), b.add(b.mul(dh, g["conv_w"]), dw)), dh, dw
+
+        def step(s: list[ir.Value]) -> list[ir.Value]:
+            kw = b.add(s[2], _c(1))
+            next_row = b.icmp_signed(">=", kw, g["conv_kw"])
+            kh = b.add(s[1], b.zext(next_row, I64))
+            next_channel = b.icmp_signed(">=", kh, g["conv_kh"])
+            return [b.add(s[0], b.zext(next_channel, I64)),
+                    b.select(next_channel, _c(0), kh), b.select(next_row, _c(0), kw)]
         taps = b.mul(g["conv_kh"], g["conv_kw"])
-        channel, tap = b.sdiv(row, c(taps)), b.srem(row, c(taps))
-        dh = b.mul(b.sdiv(tap, c(g["conv_kw"])), c(g["conv_dh"]))
-        dw = b.mul(b.srem(tap, c(g["conv_kw"])), c(g["conv_dw"]))
-        at = b.add(b.mul(channel, c(self.plane)), b.add(b.mul(dh, c(g["conv_w"])), dw))
-        return at, dh, dw
-
-    def _pixel_parts(self, pixel: ir.Value, vector: bool) -> tuple[ir.Value, ...]:
-        """(address part, row offset, column offset) of output pixel index `pixel`."""
-        b, g = self.b, self.g
-        c = (lambda v: self._splat(v)) if vector else (lambda v: v)
-        oh, ow = b.sdiv(pixel, c(g["conv_ow"])), b.srem(pixel, c(g["conv_ow"]))
-        dh = b.sub(b.mul(oh, c(g["conv_sh"])), c(g["conv_ph"]))
-        dw = b.sub(b.mul(ow, c(g["conv_sw"])), c(g["conv_pw"]))
-        return b.add(b.mul(dh, c(g["conv_w"])), dw), dh, dw
-
-    def _row_parts(self, row: ir.Value, transposed: ir.Value) -> tuple[ir.Value, ...]:
-        b = self.b
-        tap, pixel = self._tap_parts(row, False), self._pixel_parts(row, False)
-        return tuple(b.select(transposed, p, t) for t, p in zip(tap, pixel))
-
-    def _lane_parts(self, cols: ir.Value, transposed: ir.Value) -> tuple[ir.Value, ...]:
-        b = self.b
-        tap, pixel = self._tap_parts(cols, True), self._pixel_parts(cols, True)
-        return tuple(b.select(transposed, t, p) for t, p in zip(tap, pixel))
+        tap = b.srem(start, taps)
+        state = [b.sdiv(start, taps), b.sdiv(tap, g["conv_kw"]), b.srem(tap, g["conv_kw"])]
+        self._walk(state, count, tables, parts, step)
 
     def _one_input_run(self, start: ir.Value, limit: ir.Value) -> ir.Value:
         """Whether a forward sliver's pixels are nr consecutive pixels of one output row
@@ -132,33 +169,34 @@ class _ConvPack:
 
     def _rows(self, out: ir.Value, kc: ir.Value, tables: list[ir.Value],
               lanes: tuple[ir.Value, ...], valid: ir.Value,
-              read: Callable[[ir.Value, ir.Value, ir.Value], ir.Value]) -> None:
+              read: Callable[[ir.Value, ir.Value], ir.Value]) -> None:
         """out[p][w] for p in [0, kc): the row's and the lane's parts added."""
         b, g = self.b, self.g
         vp = self.vec.as_pointer()
+        height, width = (self._splat(b.trunc(g[n], I32)) for n in ("conv_h", "conv_w"))
 
         def row(p: ir.Value) -> None:
             at, dh, dw = (b.load(b.gep(t, [p])) for t in tables)
             ih = b.add(lanes[1], self._splat(dh))
             iw = b.add(lanes[2], self._splat(dw))
-            inside = b.and_(b.icmp_unsigned("<", ih, self._splat(g["conv_h"])),
-                            b.icmp_unsigned("<", iw, self._splat(g["conv_w"])))
-            value = read(b.add(lanes[0], self._splat(at)), at, b.and_(valid, inside))
+            inside = b.and_(b.icmp_unsigned("<", ih, height), b.icmp_unsigned("<", iw, width))
+            value = read(b.add(lanes[0], self._splat(at)), b.and_(valid, inside))
             b.store(value, b.bitcast(b.gep(out, [b.mul(p, _c(self.nr))]), vp),
                     align=self.size)
         _loop(b, _c(0), kc, 1, row, "row")
 
-    def _load_run(self, offsets: ir.Value, row_at: ir.Value, mask: ir.Value) -> ir.Value:
+    def _load_run(self, offsets: ir.Value, mask: ir.Value) -> ir.Value:
         b = self.b
-        first = b.extract_element(offsets, ir.Constant(I32, 0))
+        first = b.sext(b.extract_element(offsets, ir.Constant(I32, 0)), I64)
         pointer = b.bitcast(b.gep(self.image, [first]), self.vec.as_pointer())
         return b.call(self.masked_load, [pointer, ir.Constant(I32, self.size), mask,
                                          ir.Constant(self.vec, None)])
 
-    def _gather(self, offsets: ir.Value, row_at: ir.Value, mask: ir.Value) -> ir.Value:
+    def _gather(self, offsets: ir.Value, mask: ir.Value) -> ir.Value:
         b = self.b
         base = self._splat(b.ptrtoint(self.image, I64))
-        addresses = b.add(base, b.mul(offsets, self._splat(_c(self.size))))
+        wide = b.sext(offsets, self.lvec)
+        addresses = b.add(base, b.mul(wide, self._splat(_c(self.size))))
         pointers = b.inttoptr(addresses, ir.VectorType(self.fp, self.nr))
         return b.call(self.gather, [pointers, ir.Constant(I32, self.size), mask,
                                     ir.Constant(self.vec, None)])
