@@ -10,6 +10,8 @@ same invars in which every equation of a primitive in `EXPANDERS` is replaced:
 - dot_general on dtypes the gemm lacks: float16/bfloat16 becomes a float32 gemm between
   conversions (native kernels; the last one fuses as the gemm's epilogue), integer and bool
   a fused multiply and reduce_sum (schedule/expand_dot.py);
+- conv_patches becomes pad, strided slices and a concatenate, except where the backend's
+  GEMM reads it from the image (`implicit_gemm`, schedule/fuse_patches.py);
 - custom_lin has no evaluation semantics: expanding it raises its impl's TypeError.
 The input Jaxpr object itself comes back when nothing matched (executables are cached by its
 identity). Expanded outputs keep the variables of the replaced equation where they can,
