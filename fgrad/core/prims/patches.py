@@ -30,13 +30,18 @@ Pads = tuple[tuple[int, int], ...]
 conv_patches_p = Primitive("conv_patches", linear=True)
 
 
+def window_counts(padded: Sequence[int], kernel: Sequence[int], stride: Sequence[int],
+                  dilation: Sequence[int]) -> Ints:
+    """Windows per axis of an already padded input (floor division; < 1: none fits)."""
+    return tuple((p - d * (k - 1) - 1) // st + 1
+                 for p, k, st, d in zip(padded, kernel, stride, dilation, strict=True))
+
+
 def patch_geometry(spatial: Sequence[int], kernel: Ints, stride: Ints, dilation: Ints,
                    padding: Pads) -> tuple[Ints, Ints]:
     """(padded spatial shape, output spatial shape) of conv_patches on `spatial`."""
     padded = tuple(s + lo + hi for s, (lo, hi) in zip(spatial, padding, strict=True))
-    out = tuple((p - d * (k - 1) - 1) // st + 1
-                for p, k, st, d in zip(padded, kernel, stride, dilation, strict=True))
-    return padded, out
+    return padded, window_counts(padded, kernel, stride, dilation)
 
 
 def tap_offsets(kernel: Ints, dilation: Ints) -> list[Ints]:

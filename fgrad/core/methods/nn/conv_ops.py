@@ -17,6 +17,7 @@ from fgrad.core import dtypes as _dt
 from fgrad.core import prims as P
 from fgrad.core.errors import ArgumentError
 from fgrad.core.prims._util import fmt_shape
+from fgrad.core.prims.patches import window_counts
 
 if TYPE_CHECKING:
     from fgrad.core.tensor import Tensor
@@ -50,17 +51,11 @@ def resolve_padding(padding: int | Sequence[int], n: int, op: str) -> Pads:
                         f"{2 * n} ints (left, right, top, bottom, ...), got {tuple(padding)}")
 
 
-def output_shape(spatial: Sequence[int], kernel: Sequence[int], stride: Sequence[int],
-                 dilation: Sequence[int]) -> tuple[int, ...]:
-    """Window count per axis of an already padded input (floor division)."""
-    return tuple((s - d * (k - 1) - 1) // st + 1
-                 for s, k, st, d in zip(spatial, kernel, stride, dilation, strict=True))
-
-
 def fitted_output_shape(spatial: Sequence[int], kernel: Sequence[int], stride: Sequence[int],
                         dilation: Sequence[int], op: str) -> tuple[int, ...]:
-    """`output_shape`, or an ArgumentError naming `op` when the kernel does not fit."""
-    out = output_shape(spatial, kernel, stride, dilation)
+    """Window count per axis of an already padded input (`window_counts`), or an
+    ArgumentError naming `op` when the kernel does not fit."""
+    out = window_counts(spatial, kernel, stride, dilation)
     if any(o < 1 for o in out) or any(k < 1 for k in kernel):
         raise ArgumentError(f"{op}: kernel {tuple(kernel)} with dilation {tuple(dilation)} "
                             f"does not fit the (padded) input of spatial shape "

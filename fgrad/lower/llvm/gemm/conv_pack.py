@@ -65,7 +65,8 @@ class _ConvPack:
         rows = [b.alloca(I32, size=KC, name=n) for n in ("row_at", "row_dh", "row_dw")]
         cols = [b.alloca(I32, size=NC + self.nr, name=n) for n in ("col_at", "col_dh",
                                                                    "col_dw")]
-        count = b.sdiv(b.add(b.sub(limit, first), _c(self.nr - 1)), _c(self.nr))
+        self.counters = [b.alloca(I64, name=f"counter{i}") for i in range(3)]  # in entry:
+        count = b.sdiv(b.add(b.sub(limit, first), _c(self.nr - 1)), _c(self.nr))  # registers
         span = b.mul(count, _c(self.nr))
         transposed = b.icmp_signed("==", self.g["conv"], _c(2))
         with b.if_else(transposed) as (pixel_rows, tap_rows):
@@ -109,7 +110,7 @@ class _ConvPack:
         """tables[i][j] = parts(state_j)[i] for j in [0, count), state_{j+1} = step(state_j):
         counters instead of a division per entry."""
         b = self.b
-        slots = [b.alloca(I64) for _ in state]
+        slots = self.counters[:len(state)]
         for slot, value in zip(slots, state):
             b.store(value, slot)
 
