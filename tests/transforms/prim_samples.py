@@ -237,6 +237,12 @@ STRUCTURAL: dict[str, Gen] = {
         Case([normal(rng, 3, 7)], dict(kernel=(3,), stride=(1,), dilation=(1,),
                                       padding=((-1, 2),))),
     ],
+    "conv_patches_transpose": lambda rng: [
+        Case([normal(rng, 2, 3, 6, 3, 6)], dict(kernel=(3, 2), stride=(2, 1), dilation=(1, 2),
+                                               padding=((1, 1), (0, 2)), spatial=(5, 6))),
+        Case([normal(rng, 3, 3, 6)], dict(kernel=(3,), stride=(1,), dilation=(1,),
+                                         padding=((-1, 2),), spatial=(7,))),
+    ],
 }
 
 

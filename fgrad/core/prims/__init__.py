@@ -15,7 +15,8 @@ from fgrad.core.prims.reduce import (argmax_p, argmin_p, cumulative, cummax_p, c
                                      cumprod_p, cumsum_p, reduce_max, reduce_max_p,
                                      reduce_min, reduce_min_p, reduce_prod, reduce_prod_p,
                                      reduce_sum, reduce_sum_p)
-from fgrad.core.prims.patches import conv_patches, conv_patches_p
+from fgrad.core.prims.patches import (conv_patches, conv_patches_p, conv_patches_transpose,
+                                      conv_patches_transpose_p)
 from fgrad.core.prims.sort import sort, sort_p
 
 __all__ = [n for n in dir() if not n.startswith("_")]

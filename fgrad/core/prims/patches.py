@@ -87,24 +87,8 @@ def _impl(x: np.ndarray, *, kernel: Ints, stride: Ints, dilation: Ints,
 
 def _transpose(ct: Any, x: Any, *, kernel: Ints, stride: Ints, dilation: Ints,
                padding: Pads) -> list[Any]:
-    from fgrad.core.prims.movement import pad, reshape, slice_
-    shape = x.aval.shape
-    n = len(kernel)
-    lead = len(shape) - n
-    padded, out = patch_geometry(shape[lead:], kernel, stride, dilation, padding)
-    total = None
-    for t, start in enumerate(tap_offsets(kernel, dilation)):
-        tap = slice_(ct, (0,) * lead + (t,) + (0,) * n,
-                     ct.shape[:lead] + (t + 1,) + ct.shape[lead + 1:])
-        tap = reshape(tap, shape[:lead] + out)
-        # the slice's transpose: the tap back at its strided positions, zeros between
-        config = ((0, 0, 0),) * lead + tuple(
-            (s, p - (s + (o - 1) * st + 1), st - 1)
-            for s, p, o, st in zip(start, padded, out, stride, strict=True))
-        placed = pad(tap, config, 0)
-        total = placed if total is None else total + placed
-    assert total is not None
-    return [pad(total, ((0, 0, 0),) * lead + tuple((-lo, -hi, 0) for lo, hi in padding), 0)]
+    spatial = x.aval.shape[x.aval.ndim - len(kernel):]
+    return [conv_patches_transpose(ct, kernel, stride, dilation, padding, spatial)]
 
 
 def _batch(args: list[Any], dims: list[Any], **params: Any) -> Any:
@@ -122,6 +106,96 @@ conv_patches_p.impl = _impl
 conv_patches_p.jvp = _jvp
 conv_patches_p.transpose = _transpose
 conv_patches_p.batch = _batch
+
+# ---------------------------------------------------------------------------- col2im
+
+conv_patches_transpose_p = Primitive("conv_patches_transpose", linear=True)
+
+
+def _t_abstract(ct: ShapedArray, *, kernel: Ints, stride: Ints, dilation: Ints,
+                padding: Pads, spatial: Ints) -> ShapedArray:
+    n = len(kernel)
+    lead = ct.shape[:ct.ndim - n - 1]
+    want = _abstract(ShapedArray(lead + tuple(spatial), ct.dtype), kernel=kernel,
+                     stride=stride, dilation=dilation, padding=padding)
+    if want.shape != ct.shape:
+        raise ArgumentError(f"conv_patches_transpose: patches of shape {fmt_shape(ct.shape)} "
+                            f"do not come from an input of spatial shape {tuple(spatial)} "
+                            f"(they would be {fmt_shape(want.shape)})")
+    return ShapedArray(lead + tuple(spatial), ct.dtype)
+
+
+def _t_impl(ct: np.ndarray, *, kernel: Ints, stride: Ints, dilation: Ints, padding: Pads,
+            spatial: Ints) -> np.ndarray:
+    n = len(kernel)
+    lead = ct.ndim - n - 1
+    padded, out = patch_geometry(spatial, kernel, stride, dilation, padding)
+    grown = [max(lo, 0) + s + max(hi, 0) for s, (lo, hi) in zip(spatial, padding, strict=True)]
+    total = np.zeros(ct.shape[:lead] + tuple(grown), ct.dtype)
+    shift = tuple(max(-lo, 0) for lo, _ in padding)   # a cropped side: padded starts inside
+    for t, start in enumerate(tap_offsets(kernel, dilation)):
+        at = tuple(slice(s + d, s + d + (o - 1) * st + 1, st)
+                   for s, d, o, st in zip(start, shift, out, stride, strict=True))
+        total[(Ellipsis,) + at] += ct[(slice(None),) * lead + (t,)]
+    keep = tuple(slice(max(lo, 0), max(lo, 0) + s) for s, (lo, _) in zip(spatial, padding,
+                                                                          strict=True))
+    return np.ascontiguousarray(total[(Ellipsis,) + keep])
+
+
+def _t_transpose(ct: Any, patches: Any, *, kernel: Ints, stride: Ints, dilation: Ints,
+                 padding: Pads, spatial: Ints) -> list[Any]:
+    return [conv_patches(ct, kernel, stride, dilation, padding)]
+
+
+def _t_batch(args: list[Any], dims: list[Any], **params: Any) -> Any:
+    ct = move_bdim(args[0], dims[0], 0, args[0].shape[dims[0]])
+    return conv_patches_transpose(ct, **params), 0
+
+
+def _t_jvp(primals: list[Any], tangents: list[Any], **params: Any) -> tuple[Any, Any]:
+    out = conv_patches_transpose(primals[0], **params)
+    return out, None if tangents[0] is None else conv_patches_transpose(tangents[0], **params)
+
+
+conv_patches_transpose_p.abstract_eval = _t_abstract
+conv_patches_transpose_p.impl = _t_impl
+conv_patches_transpose_p.jvp = _t_jvp
+conv_patches_transpose_p.transpose = _t_transpose
+conv_patches_transpose_p.batch = _t_batch
+
+
+def col2im_by_pads(ct: Any, kernel: Ints, stride: Ints, dilation: Ints, padding: Pads,
+                   spatial: Ints) -> Any:
+    """conv_patches_transpose from movement primitives: each tap placed back at its strided
+    positions by a pad with interior zeros, summed, then the padding cropped."""
+    from fgrad.core.prims.movement import pad, reshape, slice_
+    n = len(kernel)
+    lead = ct.ndim - n - 1
+    padded, out = patch_geometry(spatial, kernel, stride, dilation, padding)
+    total = None
+    for t, start in enumerate(tap_offsets(kernel, dilation)):
+        tap = slice_(ct, (0,) * lead + (t,) + (0,) * n,
+                     ct.shape[:lead] + (t + 1,) + ct.shape[lead + 1:])
+        tap = reshape(tap, ct.shape[:lead] + out)
+        config = ((0, 0, 0),) * lead + tuple(
+            (s, p - (s + (o - 1) * st + 1), st - 1)
+            for s, p, o, st in zip(start, padded, out, stride, strict=True))
+        placed = pad(tap, config, 0)
+        total = placed if total is None else total + placed
+    assert total is not None
+    return pad(total, ((0, 0, 0),) * lead + tuple((-lo, -hi, 0) for lo, hi in padding), 0)
+
+
+def conv_patches_transpose(ct: Any, kernel: Sequence[int], stride: Sequence[int],
+                           dilation: Sequence[int], padding: Sequence[tuple[int, int]],
+                           spatial: Sequence[int]) -> Any:
+    """col2im, the transpose of conv_patches: (..., K, *out) -> (..., *spatial), each
+    window's entries added back where conv_patches read them."""
+    return conv_patches_transpose_p.bind(
+        ct, kernel=tuple(int(k) for k in kernel), stride=tuple(int(s) for s in stride),
+        dilation=tuple(int(d) for d in dilation),
+        padding=tuple((int(lo), int(hi)) for lo, hi in padding),
+        spatial=tuple(int(s) for s in spatial))
 
 
 def conv_patches(x: Any, kernel: Sequence[int], stride: Sequence[int],

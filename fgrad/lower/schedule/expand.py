@@ -68,6 +68,7 @@ EXPANDERS: dict[str, Expander] = {
     "dot_general": _staged(expand_dot.dot_as_reduction),
     "checkpoint_name": _staged(lambda x, name: [x]),
     "conv_patches": _staged(expand_math.patches_by_slices),
+    "conv_patches_transpose": _staged(expand_math.col2im_by_pads),
 }
 
 EXPANSIONS: dict[str, str] = {
@@ -83,6 +84,9 @@ EXPANSIONS: dict[str, str] = {
     "checkpoint_name": "nothing (an identity tag for checkpoint policies)",
     "conv_patches": "pad, one strided slice per kernel tap and a concatenate (on llvm, a "
                     "GEMM that multiplies it reads the image instead: fuse_patches.py)",
+    "conv_patches_transpose": "one pad with interior zeros per kernel tap, summed, then "
+                              "cropped (on llvm, with stride 1, the product feeding it is "
+                              "a GEMM reading its other operand's patches: fuse_patches.py)",
 }  # dot_general is a gemm; only the dtypes gemm lacks expand (see schedule/expand_dot.py)
 NO_SEMANTICS = ("custom_lin: compiling it raises its impl's TypeError (a custom_vjp "
                 "function's tangent map has no evaluation semantics)")

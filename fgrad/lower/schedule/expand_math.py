@@ -13,7 +13,8 @@ jaxpr has no constvars.
 - sort: a bitonic network over the last axis padded to a power of two. Each element carries
   its original position; the order is (is padding, key, position) lexicographically, with
   NaN the largest key, so the network's result is the stable sort of `_stable_argsort`.
-- conv_patches: pad, one strided slice per kernel tap, concatenated (conv_ops.windows).
+- conv_patches: pad, one strided slice per kernel tap, concatenated (conv_ops.windows);
+  conv_patches_transpose: one pad per tap, summed, cropped.
 """
 from __future__ import annotations
 
@@ -218,3 +219,11 @@ def patches_by_slices(x: Any, *, kernel: tuple[int, ...], stride: tuple[int, ...
     """conv_patches as pad, one strided slice per kernel tap and a concatenate."""
     from fgrad.core.methods.nn.conv_ops import pad_spatial, windows
     return [windows(pad_spatial(x, padding), kernel, stride, dilation, "conv2d")]
+
+
+def col2im_by_pads(ct: Any, *, kernel: tuple[int, ...], stride: tuple[int, ...],
+                   dilation: tuple[int, ...], padding: tuple[tuple[int, int], ...],
+                   spatial: tuple[int, ...]) -> list[Any]:
+    """conv_patches_transpose as pads with interior zeros, summed, then cropped."""
+    from fgrad.core.prims.patches import col2im_by_pads as by_pads
+    return [by_pads(ct, kernel, stride, dilation, padding, spatial)]
