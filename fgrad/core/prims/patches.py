@@ -5,11 +5,13 @@ kernel tap t (row-major over `kernel`, K = prod(kernel)) and output position o, 
 o * stride + tap * dilation of x padded by `padding` ((lo, hi) per spatial axis, zeros;
 negative entries crop). A convolution is a contraction of these patches with the weight
 (methods/nn/conv_ops.py), so grad/vmap need no convolution rule: the primitive is linear,
-its transpose scatters each tap back (pads with interior zeros, summed, then cropped).
+its transpose is `conv_patches_transpose` (col2im: each window's entries added back where
+they were read), whose transpose is conv_patches again.
 
-Backends expand it into pad and strided slices (schedule/expand.py); the llvm backend
-instead lets the GEMM that multiplies it read the image directly, so the patches are never
-stored (schedule/fuse_patches.py, gemm/conv_pack.py: implicit GEMM).
+Backends expand them into pad and strided slices, and pads summed (schedule/expand.py);
+the llvm backend instead lets the GEMM that multiplies the patches read the image, and
+computes a stride-1 col2im of a product as a product reading the other operand's patches,
+so neither is stored (schedule/fuse_patches.py, gemm/conv_pack.py: implicit GEMM).
 """
 from __future__ import annotations
 

@@ -179,7 +179,8 @@ def expand(jaxpr: Jaxpr, native_library: bool = False,
     `implicit_gemm`: which products may read conv_patches from the image
     (fuse_patches.py); those patches are not expanded."""
     if implicit_gemm is not None:
-        kept = _expand(jaxpr, native_library, frozenset({"conv_patches"}))
+        kept = _expand(jaxpr, native_library,
+                       frozenset({"conv_patches", "conv_patches_transpose"}))
         return _expand(fuse_patches(kept, implicit_gemm), native_library, frozenset())
     return _expand(jaxpr, native_library, frozenset())
 

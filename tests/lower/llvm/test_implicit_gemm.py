@@ -1,7 +1,8 @@
 """Implicit-GEMM convolution on llvm: the GEMM reads conv_patches from the image.
 
 schedule/fuse_patches.py rewrites a forward product (B = patches, taps x pixels) and a
-weight-gradient product (B = patches transposed, pixels x taps) to read the image;
+weight-gradient product (B = patches transposed, pixels x taps) to read the image, and a
+stride-1 input gradient (col2im of W^T dY) into a product reading dY's patches;
 gemm/conv_pack.py packs B from it (masked loads for slivers of consecutive input pixels,
 gathers otherwise). The geometry table reaches every path of the packing routine: slivers
 inside one output row and across rows (OW below, above and not a multiple of the sliver
@@ -19,6 +20,7 @@ import pytest
 import fgrad
 from fgrad import Tensor
 from fgrad.core import prims as P
+from fgrad.lower.schedule.fuse_patches import MIN_INPUT_CHANNELS
 
 RNG = np.random.default_rng(11)
 
@@ -34,6 +36,10 @@ GEOMETRIES = [
     ((2, 3, 10, 12), (4, 3, 3, 3), (1, 1), (1, 1), ((-1, 2), (1, -1))),
     ((2, 40, 9, 9), (6, 40, 3, 3), (1, 1), (1, 1), ((1, 1), (1, 1))),
     ((1, 2, 48, 48), (3, 2, 3, 3), (1, 1), (1, 1), ((1, 1), (1, 1))),
+    ((2, 16, 11, 13), (6, 16, 3, 3), (1, 1), (2, 2), ((2, 1), (0, 3))),
+    ((1, 16, 10, 12), (4, 16, 3, 2), (1, 1), (1, 1), ((-1, 2), (1, -1))),
+    ((2, 16, 8, 8), (4, 16, 3, 3), (1, 1), (1, 1), ((3, 3), (0, 2))),
+    ((2, 24, 9, 9), (8, 24, 5, 5), (1, 1), (1, 1), ((0, 0), (0, 0))),
     ((4, 16, 32, 32), (32, 16, 3, 3), (1, 1), (1, 1), ((1, 1), (1, 1))),
 ]
 
@@ -120,6 +126,10 @@ def test_forward_and_gradients_match_numpy(geometry: Any, dtype: Any) -> None:
     backward = _schedule(fgrad.grad(lambda x, w: (conv(x, w) * Tensor(r)).sum(),
                                     argnums=(0, 1)), Tensor(x), Tensor(w))
     assert "transposed) of" in backward, backward      # the weight gradient's product
+    if stride == (1, 1) and xs[1] >= MIN_INPUT_CHANNELS:   # dX reads the patches of dY
+        assert backward.count("implicit GEMM") == 2 and "pad add" not in backward, backward
+    else:                  # col2im of a stored product (pads with interior zeros)
+        assert backward.count("implicit GEMM") == 1 and "pad add" in backward, backward
 
 
 def test_the_patches_are_never_stored() -> None:
@@ -165,7 +175,8 @@ def test_grouped_conv_keeps_stored_patches() -> None:
 
 
 def test_large_products_split_over_threads() -> None:
-    """Both implicit products of the largest geometry run in row chunks on the pool."""
+    """The three implicit products of the largest geometry's step (forward, weight and
+    input gradients) run in row chunks on the pool."""
     xs, ws = GEOMETRIES[-1][:2]
     x = Tensor(RNG.standard_normal(xs).astype(np.float32))
     w = Tensor(RNG.standard_normal(ws).astype(np.float32))
@@ -173,6 +184,6 @@ def test_large_products_split_over_threads() -> None:
     text = fgrad.jit(grad, backend="llvm").lower(x, w).as_text()
     implicit = [line.split(":")[0].strip() for line in text.splitlines()
                 if "implicit GEMM" in line]
-    assert len(implicit) == 2
+    assert len(implicit) == 3, text
     for name in implicit:
         assert f"{name} over " in text, text
