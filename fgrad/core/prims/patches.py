@@ -25,6 +25,7 @@ from fgrad.core.errors import ArgumentError
 from fgrad.core.ir import ShapedArray
 from fgrad.core.primitive import Primitive
 from fgrad.core.prims._util import fmt_shape, move_bdim
+from fgrad.core.prims.movement import _linear_jvp
 
 Ints = tuple[int, ...]
 Pads = tuple[tuple[int, int], ...]
@@ -37,6 +38,14 @@ def window_counts(padded: Sequence[int], kernel: Sequence[int], stride: Sequence
     """Windows per axis of an already padded input (floor division; < 1: none fits)."""
     return tuple((p - d * (k - 1) - 1) // st + 1
                  for p, k, st, d in zip(padded, kernel, stride, dilation, strict=True))
+
+
+def _lead_batch(prim: Primitive) -> Any:
+    """The batch rule of a primitive on trailing axes: the batch axis leads."""
+    def rule(args: list[Any], dims: list[Any], **params: Any) -> tuple[Any, int]:
+        x = move_bdim(args[0], dims[0], 0, args[0].shape[dims[0]])
+        return prim.bind(x, **params), 0
+    return rule
 
 
 def patch_geometry(spatial: Sequence[int], kernel: Ints, stride: Ints, dilation: Ints,
@@ -93,21 +102,11 @@ def _transpose(ct: Any, x: Any, *, kernel: Ints, stride: Ints, dilation: Ints,
     return [conv_patches_transpose(ct, kernel, stride, dilation, padding, spatial)]
 
 
-def _batch(args: list[Any], dims: list[Any], **params: Any) -> Any:
-    x = move_bdim(args[0], dims[0], 0, args[0].shape[dims[0]])
-    return conv_patches(x, **params), 0
-
-
-def _jvp(primals: list[Any], tangents: list[Any], **params: Any) -> tuple[Any, Any]:
-    out = conv_patches(primals[0], **params)
-    return out, None if tangents[0] is None else conv_patches(tangents[0], **params)
-
-
 conv_patches_p.abstract_eval = _abstract
 conv_patches_p.impl = _impl
-conv_patches_p.jvp = _jvp
+conv_patches_p.jvp = _linear_jvp(conv_patches_p)
 conv_patches_p.transpose = _transpose
-conv_patches_p.batch = _batch
+conv_patches_p.batch = _lead_batch(conv_patches_p)
 
 # ---------------------------------------------------------------------------- col2im
 
@@ -149,21 +148,11 @@ def _t_transpose(ct: Any, patches: Any, *, kernel: Ints, stride: Ints, dilation:
     return [conv_patches(ct, kernel, stride, dilation, padding)]
 
 
-def _t_batch(args: list[Any], dims: list[Any], **params: Any) -> Any:
-    ct = move_bdim(args[0], dims[0], 0, args[0].shape[dims[0]])
-    return conv_patches_transpose(ct, **params), 0
-
-
-def _t_jvp(primals: list[Any], tangents: list[Any], **params: Any) -> tuple[Any, Any]:
-    out = conv_patches_transpose(primals[0], **params)
-    return out, None if tangents[0] is None else conv_patches_transpose(tangents[0], **params)
-
-
 conv_patches_transpose_p.abstract_eval = _t_abstract
 conv_patches_transpose_p.impl = _t_impl
-conv_patches_transpose_p.jvp = _t_jvp
+conv_patches_transpose_p.jvp = _linear_jvp(conv_patches_transpose_p)
 conv_patches_transpose_p.transpose = _t_transpose
-conv_patches_transpose_p.batch = _t_batch
+conv_patches_transpose_p.batch = _lead_batch(conv_patches_transpose_p)
 
 
 def col2im_by_pads(ct: Any, kernel: Ints, stride: Ints, dilation: Ints, padding: Pads,
