@@ -95,7 +95,9 @@ def build(program: Program, source: Jaxpr | None = None) -> tuple["LLVMExecutabl
     """Compile `program` (kernels and library calls from the kernel cache, the entry module
     here) into an executable; also the keys of everything it linked."""
     start, before = time.perf_counter(), dict(kernel_cache.stats)
-    shared = [u for name in routine_dtypes(program.library_calls) for u in _routine_units(name)]
+    conv = any("rhs_patches" in e.params for e in program.library_calls.values())
+    shared = [u for name in routine_dtypes(program.library_calls)
+              for u in _routine_units(name, conv)]
     entry: list[tuple[ir.Module, _EntryObject]] = []
 
     def prepare_entry(symbols: dict[str, tuple[str, ir.FunctionType]]) -> None:
@@ -380,15 +382,16 @@ def _prefetch_routines(jaxpr: Jaxpr) -> None:
     """Start compiling the shared GEMM routines the program's matmuls will call while it
     is planned (on a cold start they are ~0.2 s of LLVM's time; later, cached)."""
     dots = {str(i): e for i, e in enumerate(jaxpr.eqns) if e.primitive.name == "dot_general"}
+    conv = any(e.primitive.name == "conv_patches" for e in jaxpr.eqns)
     for name in routine_dtypes(dots):   # the driver, slowest to compile, goes first
-        kernel_cache.prefetch(_routine_units(name)[::-1], cache_key)
+        kernel_cache.prefetch(_routine_units(name, conv)[::-1], cache_key)
 
 
-def _routine_units(dtype_name: str) -> list[tuple[str, int]]:
+def _routine_units(dtype_name: str, with_conv: bool) -> list[tuple[str, int]]:
     """(IR text, speed level) of each shared GEMM routine: the micro-kernel and driver are
     scheduled by hand (`SCHEDULED`); the packing routines' copies want LLVM's vectorizers."""
     return [(text, kernel_cache.SCHEDULED if part in ("micro", "driver")
-             else kernel_cache.BY_HAND) for part, text in routine_texts(dtype_name)]
+             else kernel_cache.BY_HAND) for part, text in routine_texts(dtype_name, with_conv)]
 
 
 def _load_program(key: str, jaxpr: Jaxpr) -> LLVMExecutable | None:

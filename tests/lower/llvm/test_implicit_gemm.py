@@ -187,3 +187,11 @@ def test_large_products_split_over_threads() -> None:
     assert len(implicit) == 3, text
     for name in implicit:
         assert f"{name} over " in text, text
+
+
+def test_only_programs_with_an_implicit_gemm_compile_its_packing_routine() -> None:
+    """The routine is the slowest shared one to compile (~80 ms): a program without a
+    convolution must not pay for it on a cold start."""
+    from fgrad.lower.llvm.gemm.driver import routine_texts
+    assert "pack_b_conv" not in [part for part, _ in routine_texts("float32")]
+    assert "pack_b_conv" in [part for part, _ in routine_texts("float32", with_conv=True)]

@@ -29,6 +29,11 @@ GEOMETRY = ("conv", "conv_h", "conv_w", "conv_kh", "conv_kw", "conv_sh", "conv_s
 I1, I32 = ir.IntType(1), ir.IntType(32)
 
 
+def conv_pack_type(fp: ir.Type) -> ir.FunctionType:
+    """The packing routine's type for element pointer type `fp`."""
+    return ir.FunctionType(ir.VoidType(), [fp, fp, I64.as_pointer(), I64, I64, I64, I64])
+
+
 class _ConvPack:
     def __init__(self, module: ir.Module, ft: ir.Type, size: int, nr: int, prefix: str,
                  fields: dict[str, int]):
@@ -51,9 +56,7 @@ class _ConvPack:
 
     def function(self) -> ir.Function:
         """Define the routine (module docstring)."""
-        fn = ir.Function(self.module, ir.FunctionType(
-            ir.VoidType(), [self.fp, self.fp, I64.as_pointer(), I64, I64, I64, I64]),
-            name=self.name)
+        fn = ir.Function(self.module, conv_pack_type(self.fp), name=self.name)
         dest, image, dims, first, limit, k0, kc = fn.args
         dest.add_attribute("noalias")
         b = ir.IRBuilder(fn.append_basic_block("entry"))

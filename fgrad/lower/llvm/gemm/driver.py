@@ -30,7 +30,7 @@ from fgrad.lower.llvm.gemm.native import (GEMM_TYPES, I64, I8P, KC, MC_TARGET, N
                                           _libc, _loop, _smin, micro_args, routine_prefix,
                                           shared_routines, tile_shape)
 from fgrad.lower.kernel.ir import Kernel
-from fgrad.lower.llvm.gemm.conv_pack import GEOMETRY, render_conv_pack
+from fgrad.lower.llvm.gemm.conv_pack import GEOMETRY, conv_pack_type, render_conv_pack
 from fgrad.lower.llvm.gemm.epilogue import RegisterEpilogue, register_epilogue
 from fgrad.lower.llvm.gemm.prepack import PrepackPlan, emit_units, prepack_plan, render_prepack
 from fgrad.lower.schedule.fuse_patches import PatchRead
@@ -38,7 +38,7 @@ from fgrad.lower.schedule.gemm_layout import GemmDims, gemm_dims
 
 # The fixed part of a driver's `dims` array; the batch sizes and strides follow.
 DIMS = ("m", "n", "k", "lhs_ld", "rhs_ld", "lhs_trans", "rhs_trans", "mc", "kc", "nc",
-        "row_scale", "epi_mode", "epi_out", "epi_bias", *GEOMETRY, "batch_rank")
+        "row_scale", "epi_mode", "epi_out", "epi_bias", *GEOMETRY, "conv_pack", "batch_rank")
 THUNK = ir.FunctionType(ir.VoidType(), [I8P.as_pointer(), I64, I64])
 
 
@@ -66,7 +66,7 @@ def driver_dims(d: GemmDims, size: int, row_scale: int,
                     patches.shape[-1]]
         rhs_strides = (math.prod(patches.image[1:]),)
     fixed = [d.m, d.n, d.k, d.lhs.ld, d.rhs.ld, int(d.lhs.trans), int(d.rhs.trans), mc, kc,
-             nc, row_scale, 0, 0, 0, *geometry, len(d.batch)]   # epi_*: set at run time
+             nc, row_scale, 0, 0, 0, *geometry, 0, len(d.batch)]  # epi_*, conv_pack: at run
     assert len(fixed) == len(DIMS)
     return [*fixed, *d.batch, *d.lhs.batch_strides, *rhs_strides]
 
@@ -84,8 +84,6 @@ class _Driver:
         self.packs = {(side, t): _libc(module, f"{prefix}_pack_{side}_{t}", ir.VoidType(),
                                        [fp, fp, I64, I64, I64, I64, I64])
                       for side in "ab" for t in "nt"}
-        self.pack_conv = _libc(module, f"{prefix}_pack_b_conv", ir.VoidType(),
-                               [fp, fp, I64.as_pointer(), I64, I64, I64, I64])
 
     def function(self) -> ir.Function:
         """Define `<prefix>_driver` (module docstring)."""
@@ -217,8 +215,9 @@ class _Driver:
         with b.if_then(b.not_(self.prepacked)):
             with b.if_else(implicit) as (image, stored):
                 with image:
-                    b.call(self.pack_conv, [bpack, y, self.dims_array, jc, b.add(jc, nc),
-                                            pc, kc])
+                    # through a pointer: programs without a conv never compile it
+                    pack = b.inttoptr(d["conv_pack"], conv_pack_type(self.fp).as_pointer())
+                    b.call(pack, [bpack, y, self.dims_array, jc, b.add(jc, nc), pc, kc])
                 with stored:
                     b.call(self.pack_b, [bpack, y, d["rhs_ld"], jc, b.add(jc, nc), pc, kc])
         padded = b.mul(b.sdiv(b.add(nc, _c(nr - 1)), _c(nr)), _c(nr))
@@ -271,6 +270,10 @@ def render_call_site(module: ir.Module, name: str, d: GemmDims, ft: ir.Type, siz
     dims = b.alloca(I64, size=len(values), name="dims")
     for i, value in enumerate(values):
         b.store(_c(value), b.gep(dims, [_c(i)]))
+    if patches is not None:
+        pack = _libc(module, f"{routine_prefix(ft, size)}_pack_b_conv", ir.VoidType(),
+                     list(conv_pack_type(fp).args))
+        b.store(b.ptrtoint(pack, I64), b.gep(dims, [_c(DIMS.index("conv_pack"))]))
     if register is not None:
         kernel_out = _register_fields(b, dims, register, given)
         if private:
@@ -319,16 +322,19 @@ def _thunk(module: ir.Module, name: str, epilogue: ir.Function,
 
 
 @functools.cache
-def routine_texts(dtype_name: str) -> tuple[tuple[str, str], ...]:
+def routine_texts(dtype_name: str, with_conv: bool = False) -> tuple[tuple[str, str], ...]:
     """The shared routines for "float32", "float64" or "int32" as (part, LLVM IR module
     text), one module each, so they compile in parallel and are cached apart. Parts:
-    "micro" (the micro-kernel), "pack_a", "pack_a_t", "pack_b", "pack_b_t", "driver"."""
+    "micro" (the micro-kernel), "pack_a", "pack_a_t", "pack_b", "pack_b_t", "driver", and
+    with `with_conv` "pack_b_conv" (implicit GEMM; the call sites of a program that has one
+    give the driver its address)."""
     if dtype_name not in ("float32", "float64", "int32"):
         raise ValueError(f"routine_texts: no shared GEMM routines for {dtype_name!r}")
     ft, size = GEMM_TYPES[getattr(dtypes, dtype_name)]
     texts: list[tuple[str, str]] = []
     parts: list[tuple[str, bool]] = [("micro", False), ("a", False), ("a", True), ("b", False),
-                                     ("b", True), ("conv", False), ("driver", False)]
+                                     ("b", True), ("driver", False)] + \
+        [("conv", False)] * with_conv
     for part, trans in parts:
         module = ir.Module(name=f"fgrad_gemm_{dtype_name}")
         module.triple, module.data_layout = target.triple_and_layout()
