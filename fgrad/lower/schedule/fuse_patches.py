@@ -31,8 +31,11 @@ from fgrad.core.ir import Eqn, Jaxpr, ShapedArray, Var
 PLAIN_CONTRACT, TRANSPOSED_CONTRACT = (1, 2), (3, 4)
 # An input gradient's product has one row per input channel; with fewer, packing dY's
 # patches (taps * C_out x pixels) costs more than the stored product and col2im: W4's
-# 3-channel input, forward+backward 3.7-4.7 -> 5.9-6.6 ms fused.
-MIN_INPUT_CHANNELS = 16
+# 3-channel input, forward+backward 3.7-4.7 -> 5.9-6.6 ms fused. At 16 the README demo's
+# second conv fused, and its max-pool backward, no longer fused into col2im's pads, became
+# a kernel that LLVM's O2 took 3.6 s to compile (fully unrolled 4x4 window loops in four
+# pieces): the demo's first step compiled in 4.6 s instead of 2.0 s.
+MIN_INPUT_CHANNELS = 32
 RETURNED = Eqn(None, [], {}, [])   # a use that stands for "returned by the jaxpr"
 MAX_IMAGE_ELEMENTS = 2 ** 31 - 2 ** 20   # the packing routine's offsets are 32-bit
 

@@ -59,9 +59,9 @@ SCRIPT = textwrap.dedent("""
     update = fgrad.jit(lambda p, g: p - 0.1 * g, backend="llvm", donate_argnums=0)
     p = update(Tensor(w), Tensor(gw)).numpy()
     np.testing.assert_allclose(p, w - np.float32(0.1) * gw, rtol=1e-6)
-    # a conv step whose three products are implicit GEMMs (16 input channels, stride 1)
-    img = rng.standard_normal((2, 16, 6, 6)).astype(np.float32)
-    ker = rng.standard_normal((4, 16, 3, 3)).astype(np.float32)
+    # a conv step whose three products are implicit GEMMs (32 input channels, stride 1)
+    img = rng.standard_normal((2, 32, 6, 6)).astype(np.float32)
+    ker = rng.standard_normal((4, 32, 3, 3)).astype(np.float32)
     conv_grad = fgrad.jit(fgrad.grad(lambda i, k: (i.conv2d(k, padding=1) ** 2).sum(),
                                      argnums=1), backend="llvm")
     gk = conv_grad(Tensor(img), Tensor(ker)).numpy()
