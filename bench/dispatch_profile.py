@@ -4,7 +4,7 @@
 
 Times (median of 9 samples of 20000 calls, microseconds per call) the whole fgrad call, each
 stage of its path on its own, and JAX's jitted call for comparison, all in one process.
-docs/dispatch.md records a run.
+docs/performance.md (W7) records runs.
 """
 from __future__ import annotations
 
@@ -41,15 +41,15 @@ def main() -> None:
     rows = [
         ("fgrad: f(x), the whole call", "f(x)"),
         ("  jit: same-arrays check of the last call",
-         "jit_module._same_small_arrays(args, f._last)"),
+         "jit_module._same_arrays(args, f._last[0])"),
         ("  jit: signature key (a call with new arrays)", "jit_module._fast_key(args, 'llvm')"),
         ("  jit: default backend, read once (backend=None)", "flags.jit_call_flags()[2]"),
         ("  jit: eager-trace check", "isinstance(current_trace(), EvalTrace)"),
         ("  executable: lean call, all of it", "lean(ds)"),
-        ("    native entry through ctypes", "lean._entry(lean._table_address)"),
+        ("    native entry through ctypes", "lean._entry(lean._table_arg)"),
         ("    copy of the scratch output", "o.copy()"),
-        ("    marking the output read-only", "o.setflags(write=False)"),
-        ("  Tensor wrapping the (read-only) output", "Tensor._wrap_frozen(o)"),
+        ("    marking the output read-only", "o.setflags(False)"),
+        ("  Tensor wrapping the (read-only) output", "jit_module._frozen_tensor(o)"),
         ("numpy: x + 1 on the array", "d + 1"),
     ]
     try:

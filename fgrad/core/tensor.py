@@ -115,13 +115,6 @@ class Tensor(MathMixin, MovementMixin, ReduceMixin, CreationMixin, MathOpsMixin,
             t._data = arr if _device.is_device_array(arr) else _freeze(arr)
         return t
 
-    @classmethod
-    def _wrap_frozen(cls, arr: np.ndarray) -> "Tensor":
-        """A Tensor of an array already read-only (an executable's `fast_call` output)."""
-        t = object.__new__(Tensor)
-        t._data = arr
-        return t
-
     # ---------------------------------------------------------------- properties
     @property
     def aval(self) -> ShapedArray:
