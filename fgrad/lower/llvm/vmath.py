@@ -7,11 +7,15 @@ the loop vectorizer widens them (libm calls stay scalar).
 exp/expm1 use Cody-Waite range reduction x = n*ln2 + r with |r| <= ln2/2, a polynomial for
 e^r - 1 (Cephes' expf coefficients for float, Taylor to degree 13 for double: both within
 about 1 ulp), and a two-step scale by 2^n so results that underflow to denormals or
-overflow to inf round correctly. tanh(x) = copysign(-t / (2 + t), x) with t = expm1(-2|x|),
-accurate near 0 as well. NaN propagates, signed zeros are kept.
+overflow to inf round correctly. n is rounded with the add-a-shifter trick, not `roundeven`
++ `fptosi` (`_reduce`): no poison for a NaN, so no NaN select at the end, and two
+instructions fewer per vector (exp of 2^24 float32 7.7-8.2 -> 6.7-7.0 ms, a 4096x4096 row
+softmax 15.4-16.1 -> 12.1-12.7 ms, alternating processes). tanh(x) = copysign(-t / (2 + t),
+x) with t = expm1(-2|x|), accurate near 0 as well. NaN propagates, signed zeros are kept.
 """
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass
 from math import factorial
 from typing import Any
@@ -51,8 +55,8 @@ def _c(x: ir.Value, v: float) -> ir.Constant:
 
 
 def _clamp(em: Any, x: ir.Value, lo: float, hi: float) -> ir.Value:
-    """x clamped into [lo, hi]; NaN stays NaN. What a NaN makes of the steps after (a poison
-    integer from `fptosi`) is never selected: every caller returns x where x is NaN."""
+    """x clamped into [lo, hi]; NaN stays NaN (an unordered compare is false), and the
+    steps after carry it to the result: no integer they compute is poison (`_reduce`)."""
     b = em.b
     x = b.select(b.fcmp_ordered(">", x, _c(x, hi)), _c(x, hi), x)
     return b.select(b.fcmp_ordered("<", x, _c(x, lo)), _c(x, lo), x)
@@ -74,17 +78,33 @@ def _scale(em: Any, y: ir.Value, n: ir.Value) -> ir.Value:
 
 
 def _reduce(em: Any, x: ir.Value) -> tuple[ir.Value, ir.Value, ir.Value]:
-    """(n as int, n as float, e^r - 1) with x = n*ln2 + r for an already clamped x."""
+    """(n as int, n as float, e^r - 1) with x = n*ln2 + r for an already clamped x.
+
+    n comes from adding 1.5 * 2^mantissa_bits to x*log2(e): the sum's rounding leaves n in
+    its low bits (t = shifter + n exactly, |n| < 2^22), so n = bits(t) - bits(shifter) and
+    n as a float is t - shifter. Unlike `roundeven` + `fptosi`, nothing here is poison for
+    a NaN x (it only travels to the result as a NaN), so exp needs no NaN select."""
     f = _fmt(x)
     b = em.b
-    n_f = em.intrinsic("llvm.roundeven", [b.fmul(x, _c(x, LOG2E))])
+    shifter = _c(x, 1.5 * 2.0 ** f.mantissa_bits)
+    t = _muladd(em, x, _c(x, LOG2E), shifter)
+    n_f = b.fsub(t, shifter)
+    shifter_bits = ir.Constant(f.int_type, _bits(1.5 * 2.0 ** f.mantissa_bits, f))
+    n = b.sub(b.bitcast(t, f.int_type), shifter_bits)
     r = _muladd(em, n_f, _c(x, -f.ln2_hi), x)
     r = _muladd(em, n_f, _c(x, -f.ln2_lo), r)
     p = _c(x, f.poly[0])
     for coeff in f.poly[1:]:
         p = _muladd(em, p, r, _c(x, coeff))
     em1 = _muladd(em, b.fmul(r, r), p, r)
-    return b.fptosi(n_f, f.int_type), n_f, em1
+    return n, n_f, em1
+
+
+def _bits(value: float, f: _Format) -> int:
+    """The IEEE bit pattern of `value` in format f, as an integer."""
+    if f is F64:
+        return struct.unpack("<q", struct.pack("<d", value))[0]
+    return struct.unpack("<i", struct.pack("<f", value))[0]
 
 
 def _muladd(em: Any, a: ir.Value, b: ir.Value, c: ir.Value) -> ir.Value:
@@ -93,15 +113,11 @@ def _muladd(em: Any, a: ir.Value, b: ir.Value, c: ir.Value) -> ir.Value:
     return em.intrinsic("llvm.fmuladd", [a, b, c])
 
 
-def _keep_nan(em: Any, x: ir.Value, y: ir.Value) -> ir.Value:
-    return em.b.select(em.b.fcmp_unordered("uno", x, x), x, y)
-
-
 def exp(em: Any, x: ir.Value) -> ir.Value:
     """e ** x."""
     f = _fmt(x)
     n, _, em1 = _reduce(em, _clamp(em, x, f.exp_lo, f.exp_hi))
-    return _keep_nan(em, x, _scale(em, em.b.fadd(em1, _c(x, 1.0)), n))
+    return _scale(em, em.b.fadd(em1, _c(x, 1.0)), n)
 
 
 def expm1(em: Any, x: ir.Value) -> ir.Value:
@@ -114,8 +130,7 @@ def expm1(em: Any, x: ir.Value) -> ir.Value:
     minus_n = b.select(b.icmp_signed("<", minus_n, floor), floor, minus_n)
     shift = b.fsub(_c(x, 1.0), _pow2(em, minus_n, x))
     out = _scale(em, b.fadd(em1, shift), n)
-    out = b.select(b.fcmp_ordered("==", x, _c(x, 0.0)), x, out)  # keeps -0.0
-    return _keep_nan(em, x, out)
+    return b.select(b.fcmp_ordered("==", x, _c(x, 0.0)), x, out)  # keeps -0.0
 
 
 def tanh(em: Any, x: ir.Value) -> ir.Value:
