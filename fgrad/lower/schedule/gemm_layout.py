@@ -4,6 +4,12 @@ In: dot_general equations (or a whole Jaxpr). Out: `GemmDims` (batch, m, n, k an
 operand a `MatrixView`: transpose flag, leading dimension, batch strides) and
 `pack_gemm_operands(jaxpr)`, which rewrites a jaxpr so every float dot_general has such a
 view. Backend-neutral: the schedule uses it to turn dot_generals into `GemmStep`s.
+
+An operand that is a `broadcast_in_dim` adding only leading batch axes (new axes, or
+size-1 ones), e.g. a weight shared by a batch of products (`w @ x` with x (B, k, n), a
+convolution's weight for each image), is read from the broadcast's input with batch
+stride 0 (`BatchBroadcast`, the dot_general's `broadcast_operands` param): the broadcast
+is never stored.
 """
 from __future__ import annotations
 
@@ -42,6 +48,15 @@ class GemmDims:
     k: int
     lhs: MatrixView
     rhs: MatrixView
+
+
+@dataclass(frozen=True)
+class BatchBroadcast:
+    """A dot_general operand read from a broadcast's input: `shape` is the operand as the
+    product sees it, whose first `leading` axes (all batch axes) have stride 0."""
+
+    shape: tuple[int, ...]
+    leading: int
 
 
 def _merge(shape: tuple[int, ...], axes: tuple[int, ...]) -> tuple[int, int] | None:
@@ -86,13 +101,45 @@ def gemm_dims(eqn: Eqn) -> GemmDims | None:
     xs, ys = eqn.inputs[0].aval.shape, eqn.inputs[1].aval.shape
     if "rhs_patches" in eqn.params:   # B is read from an image (fuse_patches.py)
         ys = eqn.params["rhs_patches"].shape
+    bx, by = eqn.params.get("broadcast_operands", (None, None))
+    xs, ys = bx.shape if bx else xs, by.shape if by else ys
     xf, yf = _free(len(xs), xc, xb), _free(len(ys), yc, yb)
-    lhs = matrix_view(xs, xb, xf, xc)
-    rhs = matrix_view(ys, yb, yc, yf)
+    lhs = _broadcast_view(matrix_view(xs, xb, xf, xc), xb, bx)
+    rhs = _broadcast_view(matrix_view(ys, yb, yc, yf), yb, by)
     if lhs is None or rhs is None:
         return None
     m, n, k = (int(math.prod(s[a] for a in axes)) for s, axes in ((xs, xf), (ys, yf), (xs, xc)))
     return GemmDims(tuple(xs[a] for a in xb), m, n, k, lhs, rhs)
+
+
+def _broadcast_view(view: MatrixView | None, batch: tuple[int, ...],
+                    read: BatchBroadcast | None) -> MatrixView | None:
+    """`view` with stride 0 on the broadcast leading axes (the other axes' strides are the
+    stored input's: the broadcast axes all come first)."""
+    if view is None or read is None:
+        return view
+    strides = tuple(0 if a < read.leading else s
+                    for a, s in zip(batch, view.batch_strides, strict=True))
+    return MatrixView(view.trans, view.ld, strides)
+
+
+def _fold_broadcast(v: Var, batch: tuple[int, ...], producers: dict[int, Eqn]
+                    ) -> tuple[Var, BatchBroadcast | None]:
+    """(the input of the broadcast producing `v`, how to read it) when that broadcast only
+    adds leading axes that are all batch axes of the product; else (v, None)."""
+    eqn = producers.get(id(v))
+    if eqn is None or eqn.primitive.name != "broadcast_in_dim" \
+            or not isinstance(eqn.inputs[0], Var):
+        return v, None
+    src, shape = eqn.inputs[0], v.aval.shape
+    dims = tuple(eqn.params["broadcast_dimensions"])
+    kept = [a for a, i in zip(dims, range(src.aval.ndim)) if src.aval.shape[i] == shape[a]]
+    leading = min(kept, default=len(shape))
+    expanded = [a for a in range(len(shape)) if a not in kept]
+    if not kept or not expanded or any(a >= leading or a not in batch for a in expanded) \
+            or dims != tuple(sorted(dims)) or kept != list(range(leading, len(shape))):
+        return v, None
+    return src, BatchBroadcast(shape, leading)
 
 
 def gemm_reason(eqn: Eqn, layout: bool = True, integer: bool = True) -> str | None:
@@ -174,10 +221,24 @@ def _pack_dot(eqn: Eqn, producers: dict[int, Eqn], eqns: list[Eqn], packs: Packs
     if matrix_view(y.aval.shape, yb, yc, yf) is None:
         y, yb, yc = _packed(y, yb, yf, yc, eqns, packs)
     dn = ((xc, yc), (xb, yb))
-    if x is eqn.inputs[0] and y is eqn.inputs[1] and dn == eqn.params["dimension_numbers"]:
+    if x is not eqn.inputs[0] or y is not eqn.inputs[1] or dn != eqn.params["dimension_numbers"]:
+        eqn = Eqn(eqn.primitive, [x, y], {**eqn.params, "dimension_numbers": dn},
+                  eqn.outvars, eqn.source)
+    return _read_broadcasts(eqn, producers)
+
+
+def _read_broadcasts(eqn: Eqn, producers: dict[int, Eqn]) -> Eqn:
+    """`eqn` reading a broadcast operand from the broadcast's input (module docstring)."""
+    (_, _), (xb, yb) = eqn.params["dimension_numbers"]
+    x, bx = _fold_broadcast(cast(Var, eqn.inputs[0]), xb, producers)
+    y, by = _fold_broadcast(cast(Var, eqn.inputs[1]), yb, producers)
+    if "rhs_patches" in eqn.params:   # its B is an image, read as fuse_patches.py says
+        y, by = eqn.inputs[1], None
+    if bx is None and by is None:
         return eqn
-    return Eqn(eqn.primitive, [x, y], {**eqn.params, "dimension_numbers": dn},
-               eqn.outvars, eqn.source)
+    folded = Eqn(eqn.primitive, [x, y], {**eqn.params, "broadcast_operands": (bx, by)},
+                 eqn.outvars, eqn.source)
+    return folded if gemm_dims(folded) is not None else eqn
 
 
 def _is_float_dot(eqn: Eqn) -> bool:
@@ -268,7 +329,17 @@ def pack_gemm_operands(jaxpr: Jaxpr) -> Jaxpr:
         e = swapped.get(id(e), e)
         if _is_float_dot(e):
             e = _pack_dot(e, producers, eqns, packs)
+        elif e.primitive.name == "dot_general" and "rhs_patches" in e.params:
+            e = _read_broadcasts(e, producers)
         eqns.append(e)
     if len(eqns) == len(jaxpr.eqns) and all(a is b for a, b in zip(eqns, jaxpr.eqns)):
         return jaxpr
-    return Jaxpr(jaxpr.constvars, jaxpr.invars, eqns, jaxpr.outvars)
+    return Jaxpr(jaxpr.constvars, jaxpr.invars, _without_dead_broadcasts(eqns, jaxpr),
+                 jaxpr.outvars)
+
+
+def _without_dead_broadcasts(eqns: list[Eqn], jaxpr: Jaxpr) -> list[Eqn]:
+    """`eqns` less the broadcasts that every product now reads from their input."""
+    used = {id(a) for e in eqns for a in e.inputs} | {id(v) for v in jaxpr.outvars}
+    return [e for e in eqns if e.primitive.name != "broadcast_in_dim"
+            or id(e.outvars[0]) in used]
