@@ -132,53 +132,21 @@ def _seconds(call: Call, inner: int) -> float:
     return (time.perf_counter() - start) / inner
 
 
-class Timed:
-    """A Measure that builds a call, warms it up, then takes timed samples; `run_row`
-    interleaves the samples of a row's contenders (one of each in turn), so that a slow
-    phase of a shared machine falls on every contender alike rather than on whichever
-    was being timed. Called alone it samples in a row, as before.
+def timed(factory: Callable[[], Call], settings: Settings, inner: int = 1) -> Measure:
+    """A Measure: build the call, warm it up, then the median (or min) ms of timed samples.
 
     The number of samples shrinks (down to one) so that a slow case stays within the
     per-case budget.
     """
-
-    def __init__(self, factory: Callable[[], Call], settings: Settings, inner: int = 1):
-        self.factory, self.settings, self.inner = factory, settings, inner
-        self.call: Call | None = None
-        self.samples: list[float] = []
-        self.wanted = 0
-
-    def start(self) -> None:
-        """Build and warm up the call; take the first sample, which sets how many more."""
-        self.call = self.factory()
-        self.call()
-        self.samples = [_seconds(self.call, self.inner)]
-        budget = int(self.settings.budget_s / (self.samples[0] * self.inner))
-        self.wanted = 1 + max(0, min(self.settings.repeats - 1, budget))
-
-    def done(self) -> bool:
-        return len(self.samples) >= self.wanted
-
-    def sample(self) -> None:
-        assert self.call is not None
-        self.samples.append(_seconds(self.call, self.inner))
-
-    def result(self) -> float:
-        """The median (or min) milliseconds of the samples; the call is dropped."""
-        self.call = None
-        pick = min if self.settings.stat == "min" else statistics.median
-        return pick(self.samples) * 1e3
-
-    def __call__(self) -> float:
-        self.start()
-        while not self.done():
-            self.sample()
-        return self.result()
-
-
-def timed(factory: Callable[[], Call], settings: Settings, inner: int = 1) -> Timed:
-    """A Measure of `factory`'s call: see `Timed`."""
-    return Timed(factory, settings, inner)
+    def measure() -> float:
+        call = factory()
+        call()
+        samples = [_seconds(call, inner)]
+        more = min(settings.repeats - 1, int(settings.budget_s / (samples[0] * inner)))
+        samples += [_seconds(call, inner) for _ in range(max(0, more))]
+        pick = min if settings.stat == "min" else statistics.median
+        return pick(samples) * 1e3
+    return measure
 
 
 def short_error(exc: BaseException) -> str:
@@ -190,33 +158,14 @@ def short_error(exc: BaseException) -> str:
 
 def run_row(row: Row, settings: Settings) -> Row:
     """Fill `row.results`; an exception becomes an "error: ..." cell, never a crash.
-    `Timed` measures are started one after another, then sampled in turn (`Timed`); other
-    measures (fresh-process ones) run whole, first.
 
     The measures (and the data they hold) are dropped afterwards.
     """
-    def attempt(name: str, step: Callable[[], Any]) -> bool:
+    for name, measure in row.measures.items():
         try:
-            _guarded(step, settings.guard_s)
-            return True
+            row.results[name] = _guarded(measure, settings.guard_s)
         except Exception as exc:  # noqa: BLE001
             row.results[name] = short_error(exc)
-            return False
-
-    started: dict[str, Timed] = {}
-    for name, measure in row.measures.items():
-        if isinstance(measure, Timed):
-            if attempt(name, measure.start):
-                started[name] = measure
-        else:
-            attempt(name, lambda m=measure, n=name: row.results.__setitem__(n, m()))
-    while pending := [n for n, m in started.items() if not m.done()]:
-        for name in pending:
-            if not attempt(name, started[name].sample):
-                del started[name]
-    for name, measure in started.items():
-        row.results[name] = measure.result()
-    row.results = {n: row.results[n] for n in row.measures if n in row.results}
     row.measures = {}
     return row
 

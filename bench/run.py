@@ -12,9 +12,7 @@
 
 Prints the machine, then per workload the median time per call of every contender (after a
 warm-up call), its ratio to NumPy and to the fastest anchor (NumPy, PyTorch, JAX) measured
-in the same run. A row's contenders are built one after another, then sampled in turn
-(one sample of each, round after round), so that a slow phase of a shared machine falls
-on all of them. A failing contender shows "error: ..." in its cell. Timing is never
+in the same run. A failing contender shows "error: ..." in its cell. Timing is never
 asserted anywhere; the numbers describe this machine, at this moment, only.
 """
 from __future__ import annotations
