@@ -388,10 +388,17 @@ def _prefetch_routines(jaxpr: Jaxpr) -> None:
 
 
 def _routine_units(dtype_name: str, with_conv: bool) -> list[tuple[str, int]]:
-    """(IR text, speed level) of each shared GEMM routine: the micro-kernel and driver are
-    scheduled by hand (`SCHEDULED`); the packing routines' copies want LLVM's vectorizers."""
-    return [(text, kernel_cache.SCHEDULED if part in ("micro", "driver")
+    """(IR text, speed level) of each shared GEMM routine: the micro-kernel, the driver and
+    the two packing routines that copy a sliver's row with one vector load and store (B
+    stored plainly, A transposed) are scheduled by hand (`SCHEDULED`: their machine code is
+    the same without a middle end, 12 instead of 27-34 ms of LLVM each); the other two
+    packing routines' strided copies want LLVM's vectorizers (without: 1.7-2.5 -> 3.2-5.0
+    ms packing A of 8192x256 on one thread)."""
+    return [(text, kernel_cache.SCHEDULED if part in _SCHEDULED_ROUTINES
              else kernel_cache.BY_HAND) for part, text in routine_texts(dtype_name, with_conv)]
+
+
+_SCHEDULED_ROUTINES = ("micro", "driver", "pack_a_t", "pack_b")
 
 
 def _load_program(key: str, jaxpr: Jaxpr) -> LLVMExecutable | None:
