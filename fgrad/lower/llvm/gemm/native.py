@@ -96,7 +96,7 @@ def micro_args(fp: ir.Type) -> list[ir.Type]:
     return [I64, fp, fp, fp, I64, I64, I64, I1, I64, fp, fp]
 
 
-ROUTINES_VERSION = 11   # bump when the shared routines' code changes (their symbols)
+ROUTINES_VERSION = 10   # bump when the shared routines' code changes (their symbols)
 
 
 class _Routines:
@@ -254,11 +254,26 @@ class _Routines:
         full = b.and_(b.icmp_signed("==", rows, _c(mr)), b.icmp_signed("==", cols, _c(nr)))
         with b.if_else(full) as (then, otherwise):
             with then:
+                # one row vector at a time (load, add, store): holding the whole tile's
+                # sums beside the accumulators spilled registers (W4 forward 1.0 -> 1.9 ms)
+                def total_at(i: int, v: int) -> tuple[ir.Value, ir.Value]:
+                    ptr = b.bitcast(b.gep(c, [b.add(b.mul(_c(i), ldc), _c(v * lanes))],
+                                          inbounds=True), vp)
+                    old = b.load(ptr, align=self.size)
+                    return ptr, b.select(first, accs[i][v], self._add(b, old, accs[i][v]))
                 with b.if_else(own) as (fused, plain):
                     with fused:
-                        self._fused_full_tile(b, accs, c, ldc, first, mode, bias)
+                        biases = self._bias_vectors(b, bias)
+                        for i in range(mr):
+                            for v in range(nr // lanes):
+                                ptr, total = total_at(i, v)
+                                b.store(self._epilogue(b, total, mode, biases[v]), ptr,
+                                        align=self.size)
                     with plain:
-                        self._full_tile(b, accs, c, ldc, first, lambda v, total: total)
+                        for i in range(mr):
+                            for v in range(nr // lanes):
+                                ptr, total = total_at(i, v)
+                                b.store(total, ptr, align=self.size)
                         with b.if_then(active):
                             self._epilogue_tile(b, c, ldc, mode, out2, bias)
             with otherwise:
@@ -293,62 +308,6 @@ class _Routines:
                     _loop(b, _c(0), cols, 1, col, "xj")
                 with b.if_then(active):
                     _loop(b, _c(0), rows, 1, epilogue_row, "xi")
-
-    def _full_tile(self, b: ir.IRBuilder, accs: list[list[ir.Value]], c: ir.Value,
-                   ldc: ir.Value, first: ir.Value,
-                   finish: Callable[[int, ir.Value], ir.Value]) -> None:
-        """Store a full tile's `finish(column vector, C + acc)` into C, one row vector at a
-        time (holding the whole tile's sums beside the accumulators spilled registers: W4
-        forward 1.0 -> 1.9 ms). On the first k-slice C is not read at all: a load of a
-        line not yet in cache stalled the store behind it (a store alone waits in the
-        store buffer)."""
-        vp = self.vt.as_pointer()
-        with b.if_else(first) as (fresh, accumulate):
-            for block, add_old in ((fresh, False), (accumulate, True)):
-                with block:
-                    for i in range(self.mr):
-                        for v in range(self.nr // self.lanes):
-                            at = b.add(b.mul(_c(i), ldc), _c(v * self.lanes))
-                            ptr = b.bitcast(b.gep(c, [at], inbounds=True), vp)
-                            total = accs[i][v]
-                            if add_old:
-                                total = self._add(b, b.load(ptr, align=self.size), total)
-                            b.store(finish(v, total), ptr, align=self.size)
-
-    def _fused_full_tile(self, b: ir.IRBuilder, accs: list[list[ir.Value]], c: ir.Value,
-                         ldc: ir.Value, first: ir.Value, mode: ir.Value, bias: ir.Value
-                         ) -> None:
-        """A full tile through its register epilogue into C, one copy of the stores per
-        mode (the micro-kernel has no middle end to hoist a run-time mode test out of
-        them)."""
-        def chain(names: list[str]) -> None:
-            if len(names) == 1:
-                self._full_tile_through(b, accs, c, ldc, first, names[0], bias)
-                return
-            test = b.icmp_signed("==", mode, _c(EPILOGUE_MODES[names[0]]))
-            with b.if_else(test) as (this, other):
-                with this:
-                    self._full_tile_through(b, accs, c, ldc, first, names[0], bias)
-                with other:
-                    chain(names[1:])
-        chain(list(EPILOGUE_MODES))
-
-    def _full_tile_through(self, b: ir.IRBuilder, accs: list[list[ir.Value]], c: ir.Value,
-                           ldc: ir.Value, first: ir.Value, name: str, bias: ir.Value) -> None:
-        """`_full_tile` with the register epilogue `name` (an `EPILOGUE_MODES` key)."""
-        if self._integer():  # an int32 gemm is never given a mode
-            self._full_tile(b, accs, c, ldc, first, lambda v, total: total)
-            return
-        biases = self._bias_vectors(b, bias) if name.startswith("bias") else None
-        zero = self._zero(self.vt)
-
-        def finish(v: int, total: ir.Value) -> ir.Value:
-            if biases is not None:
-                total = b.fadd(total, biases[v])
-            if name.endswith("relu"):  # le then select, as the kernel computes relu
-                total = b.select(b.fcmp_ordered("<=", total, zero), zero, total)
-            return total
-        self._full_tile(b, accs, c, ldc, first, finish)
 
     # ------------------------------------------------------------------ packing
 
