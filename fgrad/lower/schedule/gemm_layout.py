@@ -233,7 +233,7 @@ def _read_broadcasts(eqn: Eqn, producers: dict[int, Eqn]) -> Eqn:
     x, bx = _fold_broadcast(cast(Var, eqn.inputs[0]), xb, producers)
     y, by = _fold_broadcast(cast(Var, eqn.inputs[1]), yb, producers)
     if "rhs_patches" in eqn.params:   # its B is an image, read as fuse_patches.py says
-        y, by = eqn.inputs[1], None
+        y, by = cast(Var, eqn.inputs[1]), None
     if bx is None and by is None:
         return eqn
     folded = Eqn(eqn.primitive, [x, y], {**eqn.params, "broadcast_operands": (bx, by)},
