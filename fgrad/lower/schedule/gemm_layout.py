@@ -246,7 +246,7 @@ def _is_float_dot(eqn: Eqn) -> bool:
     variables (what `pack_gemm_operands` rewrites; not one reading its B operand from an
     image, whose layout fuse_patches.py chose)."""
     return eqn.primitive.name == "dot_general" and len(eqn.outvars) == 1 \
-        and "rhs_patches" not in eqn.params \
+        and "rhs_patches" not in eqn.params and "broadcast_operands" not in eqn.params \
         and eqn.outvars[0].aval.dtype in GEMM_DTYPES | INT_GEMM_DTYPES \
         and all(isinstance(a, Var) for a in eqn.inputs)
 
