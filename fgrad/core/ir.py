@@ -197,6 +197,35 @@ def _pp(jaxpr: Jaxpr, names: _Names, indent: int) -> str:
     return f"{head}{body}\n{pad}  in ({outs}{trailing}) }}"
 
 
+def name_vars(jaxpr: Jaxpr, names: _Names) -> None:
+    """Give `jaxpr`'s variables (nested jaxprs' too) the names `_pp` would print, in the
+    same order, without building the text (the schedule names kernel parameters so)."""
+    for v in (*jaxpr.constvars, *jaxpr.invars):
+        names(v)
+    for e in jaxpr.eqns:
+        for v in e.outvars:
+            names(v)
+        for value in e.params.values():
+            _name_param(value, names)
+        for a in e.inputs:
+            if not isinstance(a, Literal):
+                names(a)
+    for v in jaxpr.outvars:
+        if not isinstance(v, Literal):
+            names(v)
+
+
+def _name_param(value: Any, names: _Names) -> None:
+    if isinstance(value, ClosedJaxpr):
+        value = value.jaxpr
+    if isinstance(value, Jaxpr):
+        name_vars(value, names)
+    elif isinstance(value, (tuple, list)) and value \
+            and isinstance(value[0], (Jaxpr, ClosedJaxpr)):
+        for v in value:
+            _name_param(v, names)
+
+
 def pp_jaxpr(jaxpr: Jaxpr) -> str:
     """Render a jaxpr in JAX's text format; nested jaxprs print inline."""
     return _pp(jaxpr, _Names(), 0)

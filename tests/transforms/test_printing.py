@@ -97,3 +97,20 @@ def test_printed_jaxpr_computes_the_right_values(name: str) -> None:
     np.testing.assert_allclose(out.numpy(), want, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(fn(*[Tensor(a) for a in args]).numpy(), want, rtol=1e-5,
                                atol=1e-6)
+
+
+@pytest.mark.parametrize("fn", [
+    lambda x: fgrad.lax.scan(lambda c, r: (c + r.sum(), c * r), 0.0, x),
+    lambda x: fgrad.lax.cond(x.sum() > 0, lambda v: v * 2, lambda v: v - 1, x),
+    fgrad.grad(lambda x: fgrad.jit(lambda y: (y * y + 1.0).sum())(x)),
+])
+def test_naming_without_printing_gives_the_printed_names(fn: Callable[..., Any]) -> None:
+    """`name_vars` (what the schedule names kernel parameters with) assigns every variable,
+    nested jaxprs' included, the name the printed jaxpr shows."""
+    from fgrad.core import ir
+    jaxpr = fgrad.make_jaxpr(fn)(Tensor(f32(4, 3))).jaxpr
+    printed, named = ir._Names(), ir._Names()
+    text = ir._pp(jaxpr, printed, 0)
+    ir.name_vars(jaxpr, named)
+    assert named.names == printed.names and len(named.names) > 6
+    assert all(f"{name}:" in text for name in named.names.values())

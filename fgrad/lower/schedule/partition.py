@@ -53,7 +53,7 @@ from dataclasses import dataclass
 from typing import Union
 
 from fgrad.core.dtypes import NARROW_FLOATS, dtypes
-from fgrad.core.ir import Eqn, Jaxpr, Var, _Names, _pp
+from fgrad.core.ir import Eqn, Jaxpr, Var, _Names, name_vars
 from fgrad.lower.schedule.control_flow import CONTROL_FLOW
 from fgrad.lower.schedule.gemm_layout import GemmDims, gemm_dims, gemm_reason, pack_gemm_operands
 from fgrad.lower.schedule.row_fusion import row_phase
@@ -467,9 +467,9 @@ def schedule(jaxpr: Jaxpr, half_native: bool = True, native_linalg: bool = True,
     g = _Graph(pack_gemm_operands(jaxpr), half_native, native_linalg)
     names = jaxpr_names(jaxpr if source is None else source)
     if source is not None and source is not jaxpr:
-        _pp(jaxpr, names, 0)
+        name_vars(jaxpr, names)
     if g.jaxpr is not jaxpr:
-        _pp(g.jaxpr, names, 0)  # names the packed operands after every original value
+        name_vars(g.jaxpr, names)  # names the packed operands after every original value
     from fgrad.lower.schedule.regroup import regroup  # it builds on this module
     realized = realize(g)
     steps = regroup(g, build_steps(g, realized), realized)
@@ -505,7 +505,7 @@ def _is_reduction(sched: Schedule, v: Var, step: KernelStep) -> bool:
 def jaxpr_names(jaxpr: Jaxpr) -> _Names:
     """Variable names exactly as `str(jaxpr)` prints them."""
     names = _Names()
-    _pp(jaxpr, names, 0)
+    name_vars(jaxpr, names)
     return names
 
 
