@@ -210,9 +210,9 @@ def name_vars(jaxpr: Jaxpr, names: _Names) -> None:
         for a in e.inputs:
             if not isinstance(a, Literal):
                 names(a)
-    for v in jaxpr.outvars:
-        if not isinstance(v, Literal):
-            names(v)
+    for out in jaxpr.outvars:
+        if not isinstance(out, Literal):
+            names(out)
 
 
 def _name_param(value: Any, names: _Names) -> None:
