@@ -248,14 +248,12 @@ class JittedFunction(Generic[P, R]):
             return _MISS
         self.info.hits += 1
         if frozen:
-            outs = run(datas)
-            if single:
-                return _frozen_tensor(outs[0])
-            return tree_util.tree_unflatten(out_tree, [_frozen_tensor(o) for o in outs])
-        outs = run(*datas)
+            outs, wrap = run(datas), _frozen_tensor
+        else:
+            outs, wrap = run(*datas), Tensor._wrap
         if single:
-            return Tensor._wrap(outs[0])
-        return tree_util.tree_unflatten(out_tree, [Tensor._wrap(o) for o in outs])
+            return wrap(outs[0])
+        return tree_util.tree_unflatten(out_tree, [wrap(o) for o in outs])
 
     def _remember_fast(self, args: tuple, kwargs: dict, closed: ClosedJaxpr,
                        out_tree: Any) -> None:

@@ -86,11 +86,11 @@ def _reduce(em: Any, x: ir.Value) -> tuple[ir.Value, ir.Value, ir.Value]:
     a NaN x (it only travels to the result as a NaN), so exp needs no NaN select."""
     f = _fmt(x)
     b = em.b
-    shifter = _c(x, 1.5 * 2.0 ** f.mantissa_bits)
+    shift = 1.5 * 2.0 ** f.mantissa_bits
+    shifter = _c(x, shift)
     t = _muladd(em, x, _c(x, LOG2E), shifter)
     n_f = b.fsub(t, shifter)
-    shifter_bits = ir.Constant(f.int_type, _bits(1.5 * 2.0 ** f.mantissa_bits, f))
-    n = b.sub(b.bitcast(t, f.int_type), shifter_bits)
+    n = b.sub(b.bitcast(t, f.int_type), ir.Constant(f.int_type, _bits(shift, f)))
     r = _muladd(em, n_f, _c(x, -f.ln2_hi), x)
     r = _muladd(em, n_f, _c(x, -f.ln2_lo), r)
     p = _c(x, f.poly[0])

@@ -231,9 +231,9 @@ def _read_broadcasts(eqn: Eqn, producers: dict[int, Eqn]) -> Eqn:
     """`eqn` reading a broadcast operand from the broadcast's input (module docstring)."""
     (_, _), (xb, yb) = eqn.params["dimension_numbers"]
     x, bx = _fold_broadcast(cast(Var, eqn.inputs[0]), xb, producers)
-    y, by = _fold_broadcast(cast(Var, eqn.inputs[1]), yb, producers)
-    if "rhs_patches" in eqn.params:   # its B is an image, read as fuse_patches.py says
-        y, by = cast(Var, eqn.inputs[1]), None
+    y, by = cast(Var, eqn.inputs[1]), None
+    if "rhs_patches" not in eqn.params:   # else B is an image, read as fuse_patches.py says
+        y, by = _fold_broadcast(y, yb, producers)
     if bx is None and by is None:
         return eqn
     folded = Eqn(eqn.primitive, [x, y], {**eqn.params, "broadcast_operands": (bx, by)},
