@@ -29,16 +29,19 @@ Call = Callable[[], Any]
 Measure = Callable[[], float]
 Result = float | str
 LOWER_ERROR: list[str] = []
+MAX_INNER = 1000  # calls per sample at most
 
 
 @dataclass
 class Settings:
-    """How to time: samples per case, seconds of timed calls per case, guard seconds, the
-    statistic over the samples ("median", or "min" on a very noisy machine), and fresh
-    processes per W6 cell."""
+    """How to time: samples per case, seconds of timed calls per case, the least seconds
+    per sample (calls are repeated to fill it), guard seconds, the statistic over the
+    samples ("median", or "min" on a very noisy machine), and fresh processes per W6
+    cell."""
 
     repeats: int = 7
     budget_s: float = 3.0
+    min_sample_s: float = 0.02
     guard_s: int = 120
     stat: str = "median"
     cold_runs: int = 3
@@ -132,18 +135,26 @@ def _seconds(call: Call, inner: int) -> float:
     return (time.perf_counter() - start) / inner
 
 
-def timed(factory: Callable[[], Call], settings: Settings, inner: int = 1) -> Measure:
+def timed(factory: Callable[[], Call], settings: Settings, inner: int | None = None
+          ) -> Measure:
     """A Measure: build the call, warm it up, then the median (or min) ms of timed samples.
 
-    The number of samples shrinks (down to one) so that a slow case stays within the
-    per-case budget.
+    A sample is `inner` calls back to back, by default as many as make it last
+    `settings.min_sample_s` (as `timeit` sizes its loops: a one-call sample of a
+    sub-millisecond case measured mostly the machine's noise and the first call after a
+    pause). The number of samples shrinks (down to one) so that a slow case stays within
+    the per-case budget.
     """
     def measure() -> float:
         call = factory()
         call()
-        samples = [_seconds(call, inner)]
-        more = min(settings.repeats - 1, int(settings.budget_s / (samples[0] * inner)))
-        samples += [_seconds(call, inner) for _ in range(max(0, more))]
+        loop = inner
+        if loop is None:
+            first = _seconds(call, 1)
+            loop = max(1, min(MAX_INNER, round(settings.min_sample_s / max(first, 1e-9))))
+        samples = [_seconds(call, loop)]
+        more = min(settings.repeats - 1, int(settings.budget_s / (samples[0] * loop)))
+        samples += [_seconds(call, loop) for _ in range(max(0, more))]
         pick = min if settings.stat == "min" else statistics.median
         return pick(samples) * 1e3
     return measure

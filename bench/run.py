@@ -50,8 +50,9 @@ def pin_threads(n: int) -> None:
 
 
 def mlp_row(label: str, factories: dict[str, mlp.Factory], settings: Settings,
-            inner: int = 1, unit: str = "ms") -> Row:
-    """A Row timing each factory's call (`inner` calls per sample)."""
+            inner: int | None = None, unit: str = "ms") -> Row:
+    """A Row timing each factory's call (`inner` calls per sample; None: `timed`'s
+    default)."""
     return Row(label, {k: timed(f, settings, inner) for k, f in factories.items()}, unit=unit)
 
 

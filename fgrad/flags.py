@@ -146,10 +146,21 @@ def num_threads() -> int:
             return max(1, int(value))
         except ValueError:
             raise ValueError(f"FGRAD_NUM_THREADS must be an integer, got {value!r}") from None
+    return _usable_cpus()
+
+
+@functools.cache
+def _usable_cpus() -> int:
+    """CPUs this process may run on (read once per process, forked children again: the
+    affinity call costs microseconds, as much as a small jitted call)."""
     try:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # not on Linux
         return os.cpu_count() or 1
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_usable_cpus.cache_clear)
 
 
 @_overridable("jit_cache_size")

@@ -66,11 +66,11 @@ class _Lease:
 
     __slots__ = ("__array_interface__", "__weakref__", "block", "pool")
 
-    def __init__(self, block: np.ndarray, shape: tuple[int, ...], typestr: str,
-                 pool: BufferPool):
+    def __init__(self, block: np.ndarray, address: int, shape: tuple[int, ...],
+                 typestr: str, pool: BufferPool):
         self.block, self.pool = block, pool
         self.__array_interface__ = {"shape": shape, "typestr": typestr, "version": 3,
-                                    "data": (_address(block), True)}
+                                    "data": (address, True)}
 
     def __del__(self) -> None:
         self.pool.give(self.block)
@@ -136,17 +136,23 @@ class BufferPool:
     def array(self, shape: tuple[int, ...], dtype: Any) -> np.ndarray:
         """A read-only C-contiguous array whose block returns to the pool when the array and
         every view of it are gone (native code writes it through its address)."""
+        return self.array_at(shape, dtype)[0]
+
+    def array_at(self, shape: tuple[int, ...], dtype: Any) -> tuple[np.ndarray, int]:
+        """`array(shape, dtype)` and its data address."""
         dtype = np.dtype(dtype)
         nbytes = math.prod(shape) * dtype.itemsize
         if nbytes < self.min_bytes:
-            arr = aligned_empty(tuple(shape), dtype)[0]
+            arr, address = aligned_empty(tuple(shape), dtype)
             arr.flags.writeable = False
-            return arr
+            return arr, address
         exact = np.dtype(dtype.str) == dtype  # else (bfloat16) the interface says void
-        lease = _Lease(self.take(nbytes), tuple(shape) if exact else (nbytes,),
+        block = self.take(nbytes)
+        address = _address(block)
+        lease = _Lease(block, address, tuple(shape) if exact else (nbytes,),
                        dtype.str if exact else "|u1", self)
         arr = np.asarray(lease)  # read-only; its `base` is the lease
-        return arr if exact else arr.view(dtype).reshape(shape)
+        return (arr if exact else arr.view(dtype).reshape(shape)), address
 
     def clear(self) -> None:
         """Drop every cached free block (blocks in use are unaffected)."""

@@ -25,7 +25,7 @@ import math
 import operator
 import threading
 import weakref
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
 import numpy as np
 
@@ -39,15 +39,21 @@ class LeanCall:
     """Call a one-segment executable on NumPy arrays; falls back to `general(arrays)`
     (a list of output arrays either way) whenever an argument needs converting."""
 
-    def __init__(self, entry_address: int, plan: Any, general: Callable[[Any], list],
+    def __init__(self, entry: int | Callable[[Any], None], plan: Any,
+                 general: Callable[[Any], list],
                  address_of: Callable[[np.ndarray], int],
                  new_output: Callable[[tuple, np.dtype], tuple[np.ndarray, int]]):
+        """`entry`: the segment entry's address, or (a segment cut into parts) a callable
+        that runs the parts on the buffer table (`threads.run_parts`)."""
         in_dtypes, out_specs, order, table_type = plan
-        self._entry = _ENTRY_BY_ADDRESS(entry_address)
         self._general, self._address_of, self._new_output = general, address_of, new_output
         self._table = table_type()
         self._table_address = ctypes.addressof(self._table)
-        self._table_arg = ctypes.c_void_p(self._table_address)
+        if callable(entry):
+            self._entry, self._table_arg = entry, self._table
+        else:
+            self._entry = _ENTRY_BY_ADDRESS(entry)
+            self._table_arg = ctypes.c_void_p(self._table_address)
         self._dtypes, self._arity = in_dtypes, len(in_dtypes)
         self._slots: list[list[int]] = [[] for _ in range(len(in_dtypes) + len(out_specs))]
         for slot, source in enumerate(order):
@@ -138,8 +144,7 @@ def new_output(shape: tuple[int, ...], dtype: np.dtype) -> tuple[np.ndarray, int
     """A fresh output array (pooled when large) and its address; the caller makes it
     read-only once the native code has written it."""
     if math.prod(shape) * dtype.itemsize >= MIN_POOLED_BYTES:
-        out = POOL.array(shape, dtype)
-        return out, out.ctypes.data
+        return POOL.array_at(shape, dtype)
     return aligned_empty(shape, dtype)
 
 
@@ -147,3 +152,92 @@ def as_c(a: Any, dtype: np.dtype) -> np.ndarray:
     """`a` as a C-contiguous array of `dtype` (copied only when it is not one)."""
     arr = np.asarray(a, dtype=dtype)
     return arr if arr.flags.c_contiguous else arr.copy(order="C")
+
+
+ARENA_ALIGN = 64  # each intermediate's offset in the arena (the alignment of pooled blocks)
+
+
+class ArenaCall:
+    """Call a plan of native steps only with every pooled intermediate in one arena: per
+    call one pool request (not one per block), no array object per intermediate (native
+    code alone reads them), and each step's buffer table filled in place by one NumPy
+    gather from the call's value addresses. Outputs are fresh read-only arrays, as on the
+    general path (`LLVMExecutable._run`), which a call takes instead when the tables are
+    in use by another thread."""
+
+    def __init__(self, plan: Any, runners: list[Any], in_dtypes: list[np.dtype],
+                 constants: list[Any], general: Callable[[Any], list]):
+        from fgrad.lower.kernel.call_plan import BLOCK, CONSTANT, FRESH, INPUT
+        offsets, total = [], 0
+        for nbytes in plan.block_bytes:
+            offsets.append(total)
+            total += -(-nbytes // ARENA_ALIGN) * ARENA_ALIGN
+        self._arena_bytes, self._general, self._dtypes = total, general, in_dtypes
+        self._base = np.zeros(len(plan.values), np.int64)   # offsets, constants' addresses
+        self._in_arena = np.zeros(len(plan.values), np.int64)
+        for v, value in enumerate(plan.values):
+            if value.kind == BLOCK:
+                self._base[v], self._in_arena[v] = offsets[value.index], 1
+            elif value.kind == CONSTANT:
+                self._base[v] = address_of(constants[v])
+        self._constants = constants
+        self._steps = []
+        for step, runner in zip(plan.steps, runners, strict=True):
+            table = (ctypes.c_void_p * len(step.table))()
+            fresh = [(v, plan.values[v].shape, plan.values[v].dtype.np) for v in step.writes
+                     if plan.values[v].kind == FRESH]
+            self._steps.append((runner, table, np.frombuffer(cast(Any, table), np.int64),
+                                np.array(step.table, np.intp), fresh))
+        kinds = {FRESH: 0, INPUT: 1, CONSTANT: 2}
+        self._outputs = [(o, kinds[plan.values[o].kind], plan.values[o].index)
+                         for o in plan.outputs]
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def applies(plan: Any) -> bool:
+        """Whether `plan` can run here: native steps only, every output fresh, an input or a
+        constant (never an intermediate, whose memory goes back to the pool)."""
+        from fgrad.lower.kernel.call_plan import CONSTANT, FRESH, INPUT
+        return plan.native_only and bool(plan.steps) and all(
+            plan.values[o].kind in (FRESH, INPUT, CONSTANT) for o in plan.outputs)
+
+    def __call__(self, arrays: Any) -> list[np.ndarray]:
+        if len(arrays) != len(self._dtypes) or not self._lock.acquire(False):
+            return self._general(arrays)
+        arena = None
+        try:
+            ins = [a if type(a) is np.ndarray and a.dtype == dt and a.flags.c_contiguous
+                   else as_c(a, dt) for a, dt in zip(arrays, self._dtypes)]
+            addresses = self._base.copy()
+            if self._arena_bytes:
+                arena = POOL.take(self._arena_bytes)
+                addresses += self._in_arena * address_of(arena)
+            addresses[:len(ins)] = [address_of(a) for a in ins]
+            fresh: dict[int, np.ndarray] = {}
+            for runner, table, slots, values, new in self._steps:
+                for v, shape, dtype in new:
+                    out, addresses[v] = new_output(shape, dtype)
+                    _freeze(out)   # native code writes it through its address
+                    fresh[v] = out
+                np.take(addresses, values, out=slots)
+                runner(table)
+        finally:
+            if arena is not None:
+                POOL.give(arena)
+            self._lock.release()
+        return [fresh[o] if kind == 0 else _read_only(ins[i] if kind == 1 else
+                                                      self._constants[o].copy())
+                for o, kind, i in self._outputs]
+
+
+def _read_only(arr: np.ndarray) -> np.ndarray:
+    """`arr` if it is read-only, else a read-only copy (an input returned as an output
+    must not change when the caller writes the array it passed)."""
+    if arr.flags.writeable:
+        arr = arr.copy()
+        _freeze(arr)
+    return arr
+
+
+def _freeze(arr: Any) -> None:
+    arr.setflags(False)   # write=False, positional (module docstring)

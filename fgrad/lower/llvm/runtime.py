@@ -37,7 +37,7 @@ from fgrad.lower.llvm.engines import (_ENGINES, _build_lock, _engines_lock, _Ent
                                       _toolchain_and_host, cache_key, clear_memory_cache,
                                       compile_stats, target_machine)
 from fgrad.lower.kernel import program as program_lib
-from fgrad.lower.llvm.dispatch import LeanCall, address_of, as_c, new_output
+from fgrad.lower.llvm.dispatch import ArenaCall, LeanCall, address_of, as_c, new_output
 from fgrad.lower.llvm.gemm.driver import routine_texts
 from fgrad.lower.llvm.gemm.epilogue import in_registers, register_note
 from fgrad.lower.llvm.gemm.native import epilogue_fits, routine_dtypes, uses_native_gemm
@@ -150,13 +150,19 @@ class LLVMExecutable:
             else None for v in plan.values]
         self._direct = self._direct_plan()
         self._lean = None
-        if self._direct is not None and isinstance(self.runners[0], _ENTRY):
+        if self._direct is not None:
             entry = cast(NativeStep, plan.steps[0]).entries[0][0]
-            self._lean = LeanCall(self.engine.get_function_address(entry), self._direct,
-                                  self._call_general, address_of, new_output)
+            runner = self.engine.get_function_address(entry) \
+                if isinstance(self.runners[0], _ENTRY) else self.runners[0]
+            self._lean = LeanCall(runner, self._direct, self._call_general, address_of,
+                                  new_output)
+        self._arena = None
+        if self._lean is None and ArenaCall.applies(plan):
+            self._arena = ArenaCall(plan, self.runners, self._in_dtypes, self._constants,
+                                    functools.partial(self._run, given={}))
         # for jit's fast path, which has already checked that no profiler is on: the tuple
-        # of arrays in, read-only arrays out (None when this program has no lean call)
-        self.fast_call = self._lean
+        # of arrays in, read-only arrays out (None when this program has neither call)
+        self.fast_call = self._lean or self._arena
 
     @property
     def program(self) -> Program:
@@ -171,8 +177,9 @@ class LLVMExecutable:
         part, else the parts in order, parallel ones on the thread pool."""
         if len(step.entries) == 1 and "_p" not in step.entries[0][0]:
             return _ENTRY(self.engine.get_function_address(step.entries[0][0]))
-        entries = [(PART_ENTRY(self.engine.get_function_address(name)), calls, parallel)
-                   for name, calls, parallel in step.entries]
+        addresses = [self.engine.get_function_address(name) for name, _, _ in step.entries]
+        entries = [(PART_ENTRY(address), address, calls, parallel)
+                   for address, (_, calls, parallel) in zip(addresses, step.entries)]
         return functools.partial(run_parts, entries)
 
     def _new(self, value: call_plan.Value, blocks: list[np.ndarray]) -> tuple[np.ndarray, int]:
@@ -198,6 +205,8 @@ class LLVMExecutable:
         if self._direct is not None and len(arrays) == len(self._direct[0]) \
                 and not profiler.active():
             return self._run_direct(arrays)
+        if self._arena is not None and not profiler.active():
+            return self._arena(arrays)
         return self._run(arrays, {})
 
     def prepare_profiling(self) -> None:

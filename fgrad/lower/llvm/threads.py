@@ -35,6 +35,7 @@ from fgrad import flags
 from fgrad.lower.kernel.index import Ix, Sym, ix_range
 from fgrad.lower.kernel.ir import AccUpdate, Expr, Kernel, Load, Loop, Op, Stmt, Store
 from fgrad.lower.kernel.program import Program, Segment
+from fgrad.lower.llvm.pool import NativePool, native_pool_supported
 
 MIN_PARALLEL_WORK = 1 << 18  # innermost iterations below which a kernel does not split
 I64 = ir.IntType(64)
@@ -379,8 +380,10 @@ class ThreadPool:
         self._pid = os.getpid()
         self.runs = 0  # parallel runs so far (tests check that threads were used)
 
-    def run(self, entry: PartEntry, table: Any, state: Any, nthreads: int) -> None:
-        """entry(table, t, state) on threads t = 0 (this one) .. nthreads-1."""
+    def run(self, entry: PartEntry, entry_address: int, table: Any, state: Any,
+            nthreads: int) -> None:
+        """entry(table, t, state) on threads t = 0 (this one) .. nthreads-1 (the entry's
+        address is for the native pool, pool.py, which hosts that support it use)."""
         self._start_workers(nthreads - 1)
         job = _Job(entry, table, state, nthreads)
         with self._wake:
@@ -427,17 +430,18 @@ class ThreadPool:
                     self._left.notify_all()
 
 
-POOL = ThreadPool()
+POOL: NativePool | ThreadPool = NativePool() if native_pool_supported() else ThreadPool()
 
 
-def run_parts(parts: Sequence[tuple[PartEntry, int, bool]], table: Any) -> None:
-    """Run a segment's parts in order, each (entry, calls, parallel): parallel ones on
-    `flags.num_threads()` threads (fresh counters each run), serial ones here."""
+def run_parts(parts: Sequence[tuple[PartEntry, int, int, bool]], table: Any) -> None:
+    """Run a segment's parts in order, each (entry, its address, calls, parallel):
+    parallel ones on `flags.num_threads()` threads (fresh counters each run), serial ones
+    here."""
     nthreads = flags.num_threads()
-    for entry, calls, parallel in parts:
+    for entry, address, calls, parallel in parts:
         if not parallel:
             entry(table, 0, None)
         elif nthreads > 1:
-            POOL.run(entry, table, new_state(calls), nthreads)
+            POOL.run(entry, address, table, new_state(calls), nthreads)
         else:
             entry(table, 0, new_state(calls))

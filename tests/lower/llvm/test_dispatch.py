@@ -1,5 +1,6 @@
 """The lean call path of one-segment llvm programs (fgrad.lower.llvm.dispatch), against NumPy:
-repeated and changing arguments, scratch outputs, fallbacks, concurrent callers."""
+repeated and changing arguments, scratch outputs, fallbacks, concurrent callers; and the
+arena call of programs with intermediates (one pool request per call)."""
 from __future__ import annotations
 
 import threading
@@ -9,6 +10,8 @@ import numpy as np
 import fgrad
 import fgrad.lower  # noqa: F401  (registers the llvm compiler)
 from fgrad import Tensor
+from fgrad.lower.llvm.buffer_pool import MIN_POOLED_BYTES, POOL
+from fgrad.lower.llvm.dispatch import ArenaCall
 
 
 def _executable(fn, *args):
@@ -68,6 +71,79 @@ def test_concurrent_callers_get_their_own_results():
             out = exe(x)[0]
             if not np.array_equal(out, x + 1):
                 errors.append((k, out))
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+
+
+# ------------------------------------------------------------ several steps: the arena call
+
+def _mlp(a, w1, w2):
+    hidden = (a @ w1).relu()
+    return (hidden @ w2).tanh().sum(axis=0), a, hidden.max()
+
+
+def _mlp_numpy(a, w1, w2):
+    hidden = np.maximum(a @ w1, 0)
+    return np.tanh(hidden @ w2).sum(axis=0), a, hidden.max()
+
+
+def _arena_executable():
+    rng = np.random.default_rng(3)
+    arrays = [rng.standard_normal(s).astype(np.float32) for s in ((300, 200), (200, 256),
+                                                                   (256, 40))]
+    jitted = fgrad.jit(_mlp, backend="llvm")
+    jitted(*[Tensor(a) for a in arrays])
+    run, _, _, frozen = next(iter(jitted._fast.values()))
+    assert frozen and isinstance(run, ArenaCall)
+    return jitted, run, arrays
+
+
+def test_programs_with_intermediates_take_one_arena_per_call():
+    jitted, arena, arrays = _arena_executable()
+    exe = arena._general.func.__self__
+    assert len(exe.plan.block_bytes) >= 2 and sum(exe.plan.block_bytes) >= MIN_POOLED_BYTES
+    before = POOL.stats.hits + POOL.stats.misses
+    outs = arena(arrays)
+    assert POOL.stats.hits + POOL.stats.misses == before + 1  # the arena; outputs are small
+    general = exe._run(arrays, {})
+    for got, same, want in zip(outs, general, _mlp_numpy(*arrays), strict=True):
+        assert not got.flags.writeable
+        np.testing.assert_array_equal(got, same)   # bit for bit the general path's result
+        np.testing.assert_allclose(got, want, rtol=2e-4, atol=2e-4)
+    frozen = arrays[0].copy()
+    frozen.setflags(False)
+    assert arena([frozen, *arrays[1:]])[1] is frozen  # a read-only input returned as it is
+
+
+def test_arena_call_converts_arguments_and_keeps_earlier_outputs():
+    jitted, arena, arrays = _arena_executable()
+    first = jitted(*[Tensor(a) for a in arrays])
+    doubled = [a * 2 for a in arrays]
+    second = jitted(*[Tensor(a) for a in doubled])
+    np.testing.assert_allclose(first[0].numpy(), _mlp_numpy(*arrays)[0], rtol=2e-4, atol=2e-4)
+    np.testing.assert_allclose(second[0].numpy(), _mlp_numpy(*doubled)[0], rtol=2e-4,
+                               atol=2e-4)
+    as_float64 = [a.astype(np.float64) for a in arrays]   # converted on the way in
+    np.testing.assert_allclose(arena(as_float64)[0], _mlp_numpy(*arrays)[0], rtol=2e-4,
+                               atol=2e-4)
+
+
+def test_concurrent_arena_callers_get_their_own_results():
+    _, arena, arrays = _arena_executable()
+    errors = []
+
+    def worker(k: int) -> None:
+        mine = [a * (1 + 0.25 * k) for a in arrays]
+        want = _mlp_numpy(*mine)[0]
+        for _ in range(30):
+            got = arena(mine)[0]
+            if not np.allclose(got, want, rtol=2e-4, atol=2e-4):
+                errors.append(k)
 
     threads = [threading.Thread(target=worker, args=(k,)) for k in range(4)]
     for t in threads:

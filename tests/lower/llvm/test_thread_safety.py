@@ -1,5 +1,6 @@
 """Concurrent jitted calls (issue 18, item 2): one trace and one compile per signature, and
 the llvm thread pool never returns while a worker is still inside a part."""
+import ctypes
 import threading
 import time
 
@@ -8,13 +9,21 @@ import pytest
 
 import fgrad
 from fgrad import Tensor
-from fgrad.lower.llvm.threads import ThreadPool
+from fgrad.lower.llvm.pool import NativePool, native_pool_supported
+from fgrad.lower.llvm.threads import PART_ENTRY, ThreadPool, new_state
 from fgrad.transforms import executables
 from subprocess_probe import run_probe
 
 
-def test_pool_run_waits_for_every_worker_that_entered():
-    pool, lock = ThreadPool(), threading.Lock()
+PART_CALLBACK = PART_ENTRY  # a Python function as a part's entry (ctypes callback)
+POOLS = [ThreadPool] + ([NativePool] if native_pool_supported() else [])
+
+
+@pytest.mark.parametrize("make_pool", POOLS, ids=lambda p: p.__name__)
+def test_pool_run_waits_for_every_worker_that_entered(make_pool):
+    """Thread 0 returns while a worker is still inside the part: `run` must wait for it
+    (the entry is a ctypes callback, so the native pool's workers call Python here)."""
+    pool, lock = make_pool(), threading.Lock()
     inside, entered, leftover = [0], threading.Event(), []
 
     def entry(table, thread, state):
@@ -28,9 +37,11 @@ def test_pool_run_waits_for_every_worker_that_entered():
         with lock:
             inside[0] -= 1
 
+    callback = PART_CALLBACK(entry)
+    address = ctypes.cast(callback, ctypes.c_void_p).value
     for _ in range(20):
         entered.clear()
-        pool.run(entry, None, None, 4)
+        pool.run(callback, address, (ctypes.c_void_p * 1)(), new_state(1), 4)
         with lock:
             leftover.append(inside[0])
     assert leftover == [0] * 20
