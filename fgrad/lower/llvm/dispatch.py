@@ -131,7 +131,10 @@ def address_of(arr: np.ndarray) -> int:
     entry = _ADDRESSES.get(id(arr))
     if entry is not None and entry[0]() is arr:
         return entry[1]
-    address = arr.ctypes.data
+    return _remember(arr, arr.ctypes.data)
+
+
+def _remember(arr: np.ndarray, address: int) -> int:
     try:
         key = id(arr)
         _ADDRESSES[key] = (weakref.ref(arr, lambda _: _ADDRESSES.pop(key, None)), address)
@@ -142,10 +145,14 @@ def address_of(arr: np.ndarray) -> int:
 
 def new_output(shape: tuple[int, ...], dtype: np.dtype) -> tuple[np.ndarray, int]:
     """A fresh output array (pooled when large) and its address; the caller makes it
-    read-only once the native code has written it."""
+    read-only once the native code has written it. The address is remembered for
+    `address_of`: a training step's outputs are the next step's arguments."""
     if math.prod(shape) * dtype.itemsize >= MIN_POOLED_BYTES:
-        return POOL.array_at(shape, dtype)
-    return aligned_empty(shape, dtype)
+        out, address = POOL.array_at(shape, dtype)
+    else:
+        out, address = aligned_empty(shape, dtype)
+    _remember(out, address)
+    return out, address
 
 
 def as_c(a: Any, dtype: np.dtype) -> np.ndarray:

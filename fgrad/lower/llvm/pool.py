@@ -25,9 +25,12 @@ must), so a second caller that finds the pool busy runs its part alone.
 """
 from __future__ import annotations
 
+import atexit
 import ctypes
+import functools
 import os
 import threading
+import weakref
 from typing import Any
 
 import llvmlite.binding as llvm
@@ -171,11 +174,25 @@ class _Builder:
         b.ret_void()
 
 
+    def closer(self) -> None:
+        """`void fgrad_pool_close(i64* ctl)`: set SHUTDOWN, post it, wake every sleeper."""
+        fn = ir.Function(self.module, ir.FunctionType(ir.VoidType(), [I64.as_pointer()]),
+                         name="fgrad_pool_close")
+        (ctl,) = fn.args
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        b.store_atomic(_c(1), self._slot(b, ctl, SHUTDOWN), "seq_cst", 8)
+        b.atomic_rmw("add", self._generation(b, ctl), _c(1, I32), "seq_cst")
+        b.call(self.futex, [_c(SYS_FUTEX), b.ptrtoint(self._generation(b, ctl), I64),
+                            _c(FUTEX_WAKE_PRIVATE), _c(2**31 - 1)])
+        b.ret_void()
+
+
 def pool_module_text() -> str:
     """The LLVM IR of the pool's native functions (module docstring)."""
     builder = _Builder()
     builder.worker()
     builder.runner()
+    builder.closer()
     return str(builder.module)
 
 
@@ -200,6 +217,24 @@ def _engine() -> Any:
 _WORKER = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64)
 _RUN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
                         ctypes.c_void_p, ctypes.c_int64)
+_CLOSE = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+
+
+def _never_freed(obj: Any) -> Any:
+    """`obj` with one reference that is never dropped: workers may run the pool's code and
+    read their control block until the process ends (interpreter shutdown frees module
+    globals, and a dropped pool's workers still read theirs while they leave)."""
+    ctypes.pythonapi.Py_IncRef(ctypes.py_object(obj))
+    return obj
+
+
+@functools.cache
+def _functions() -> tuple[Any, Any, Any]:
+    """The worker loop, the run and the close function of the pool's compiled module."""
+    engine = _never_freed(_engine())
+    address = engine.get_function_address
+    return (_WORKER(address("fgrad_pool_worker")), _RUN(address("fgrad_pool_run")),
+            _CLOSE(address("fgrad_pool_close")))
 
 
 class NativePool:
@@ -210,8 +245,9 @@ class NativePool:
         self._start_lock = threading.Lock()
         self._pid = -1
         self._workers: list[threading.Thread] = []
-        self._engine: Any = None
+        self._control_address = 0
         self.runs = 0  # parallel runs so far (tests check that threads were used)
+        _POOLS.add(self)
 
     def run(self, entry: Any, entry_address: int, table: Any, state: Any,
             nthreads: int) -> None:
@@ -222,28 +258,50 @@ class NativePool:
             return
         try:
             self._start_workers(nthreads - 1)
-            self._run(self._control_address, entry_address, ctypes.addressof(table),
-                      ctypes.addressof(state), nthreads)
+            _functions()[1](self._control_address, entry_address, ctypes.addressof(table),
+                            ctypes.addressof(state), nthreads)
         finally:
             self._lock.release()
         self.runs += 1
+
+    def close(self) -> None:
+        """Stop this process's workers (they leave their loop, then their threads end)."""
+        with self._start_lock:
+            if self._pid != os.getpid() or not self._workers:
+                return
+            _functions()[2](self._control_address)
+            for worker in self._workers:
+                worker.join(timeout=1.0)
+            self._workers, self._pid = [], -1
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001  (interpreter shutdown: nothing left to stop)
+            pass
 
     def _start_workers(self, count: int) -> None:
         if self._pid == os.getpid() and len(self._workers) >= count:
             return
         with self._start_lock:
             if self._pid != os.getpid():   # first use, or a forked child: no workers yet
-                if self._engine is None:
-                    self._engine = _engine()
-                engine = self._engine
-                self._worker = _WORKER(engine.get_function_address("fgrad_pool_worker"))
-                self._run = _RUN(engine.get_function_address("fgrad_pool_run"))
-                self._control = (ctypes.c_int64 * CONTROL_WORDS)()
-                self._control_address = ctypes.addressof(self._control)
+                control = _never_freed((ctypes.c_int64 * CONTROL_WORDS)())
+                self._control_address = ctypes.addressof(control)
                 self._workers, self._pid = [], os.getpid()
+            worker_loop = _functions()[0]
             while len(self._workers) < count:
-                worker = threading.Thread(target=self._worker,
-                                          args=(self._control_address, len(self._workers) + 1),
-                                          daemon=True, name=f"fgrad-llvm-{len(self._workers) + 1}")
+                t = len(self._workers) + 1
+                worker = threading.Thread(target=worker_loop, args=(self._control_address, t),
+                                          daemon=True, name=f"fgrad-llvm-{t}")
                 worker.start()
                 self._workers.append(worker)
+
+
+_POOLS: weakref.WeakSet[NativePool] = weakref.WeakSet()
+
+
+@atexit.register
+def _close_pools() -> None:
+    """Let every worker leave the pool's code before the interpreter shuts down."""
+    for pool in list(_POOLS):
+        pool.close()

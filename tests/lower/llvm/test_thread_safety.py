@@ -1,6 +1,7 @@
 """Concurrent jitted calls (issue 18, item 2): one trace and one compile per signature, and
 the llvm thread pool never returns while a worker is still inside a part."""
 import ctypes
+import gc
 import threading
 import time
 
@@ -107,3 +108,63 @@ def test_threaded_jit_stress(backend):
     out = run_probe(STRESS.format(rounds=6), env={
         "FGRAD_BACKEND": backend, "FGRAD_NUM_THREADS": "4", "FGRAD_CACHE_DIR": "0"})
     assert out.split() == ["wrong", "0"]
+
+
+EXIT_WHILE_SPINNING = """
+    import numpy as np, fgrad
+    from fgrad.lower.llvm import pool
+    pool.SPIN_CYCLES = 1 << 40   # the worker spins in the pool's code until the process ends
+    f = fgrad.jit(lambda a: (a * 1.5).tanh() + a, backend="llvm")
+    x = np.linspace(-1, 1, 1 << 20, dtype=np.float32)
+    for _ in range(3):
+        y = f(fgrad.Tensor(x))
+    print("ok", float(y.numpy()[-1]))
+"""
+
+
+@pytest.mark.skipif(not native_pool_supported(), reason="no native pool on this host")
+def test_the_process_exits_cleanly_while_a_worker_spins():
+    """At exit the workers leave the pool's code before the interpreter frees anything (the
+    compiled pool and the control blocks are never freed either)."""
+    env = {"FGRAD_NUM_THREADS": "2", "FGRAD_CACHE_DIR": "0"}
+    for _ in range(2):
+        out = run_probe(EXIT_WHILE_SPINNING, env=env)
+        assert out.split()[0] == "ok" and abs(float(out.split()[1]) - (np.tanh(1.5) + 1)) < 1e-5
+
+
+@pytest.mark.skipif(not native_pool_supported(), reason="no native pool on this host")
+def test_a_dropped_pool_stops_its_workers():
+    pool = NativePool()
+    calls = []
+    callback = PART_CALLBACK(lambda table, thread, state: calls.append(thread))
+    pool.run(callback, ctypes.cast(callback, ctypes.c_void_p).value,
+             (ctypes.c_void_p * 1)(), new_state(1), 3)
+    workers = list(pool._workers)
+    assert len(workers) == 2 and 0 in calls
+    del pool
+    gc.collect()
+    for worker in workers:
+        worker.join(timeout=5.0)
+        assert not worker.is_alive()
+
+
+FORKED = """
+    import os, numpy as np, fgrad
+    f = fgrad.jit(lambda a: (a * 1.5).tanh() + a, backend="llvm")
+    x = np.linspace(-1, 1, 1 << 20, dtype=np.float32)
+    want = np.tanh(x * np.float32(1.5)) + x
+    assert np.allclose(f(fgrad.Tensor(x)).numpy(), want, atol=1e-6)
+    pid = os.fork()
+    if pid == 0:   # the child has none of its parent's workers: the pool starts its own
+        ok = np.allclose(f(fgrad.Tensor(x)).numpy(), want, atol=1e-6)
+        os._exit(0 if ok else 3)
+    _, status = os.waitpid(pid, 0)
+    assert np.allclose(f(fgrad.Tensor(x)).numpy(), want, atol=1e-6)
+    print("child", os.waitstatus_to_exitcode(status))
+"""
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="no fork here")
+def test_a_forked_child_runs_parallel_parts():
+    out = run_probe(FORKED, env={"FGRAD_NUM_THREADS": "2", "FGRAD_CACHE_DIR": "0"})
+    assert out.split() == ["child", "0"]
