@@ -35,13 +35,16 @@ MAX_INNER = 1000  # calls per sample at most
 @dataclass
 class Settings:
     """How to time: samples per case, seconds of timed calls per case, the least seconds
-    per sample (calls are repeated to fill it), guard seconds, the statistic over the
+    per sample (calls are repeated to fill it), seconds of rest before a case (the
+    previous contender's thread pool, OpenBLAS's or OpenMP's, spins for a while after its
+    last call and would take a core from the next), guard seconds, the statistic over the
     samples ("median", or "min" on a very noisy machine), and fresh processes per W6
     cell."""
 
     repeats: int = 7
     budget_s: float = 3.0
     min_sample_s: float = 0.02
+    settle_s: float = 0.3
     guard_s: int = 120
     stat: str = "median"
     cold_runs: int = 3
@@ -147,6 +150,7 @@ def timed(factory: Callable[[], Call], settings: Settings, inner: int | None = N
     """
     def measure() -> float:
         call = factory()
+        time.sleep(settings.settle_s)   # other libraries' worker threads stop spinning
         call()
         loop = inner
         if loop is None:

@@ -145,6 +145,12 @@ def glue_object(text: str) -> bytes:
     return _object_code(text, GLUE)
 
 
+def module_object(text: str, speed_level: int) -> bytes:
+    """Object code of a whole module at `speed_level`, compiled now on this thread's own
+    LLVM context (no cache: the caller keeps it)."""
+    return _object_code(text, speed_level)
+
+
 def _remember(key: str, obj: bytes) -> None:
     with _lock:
         _OBJECTS[key] = obj

@@ -26,8 +26,8 @@ must), so a second caller that finds the pool busy runs its part alone.
 from __future__ import annotations
 
 import atexit
+import concurrent.futures
 import ctypes
-import functools
 import os
 import threading
 import weakref
@@ -197,20 +197,24 @@ def pool_module_text() -> str:
 
 
 def _engine() -> Any:
-    """The pool's compiled module: from the disk cache, else built (never counted in the
-    kernel compile statistics: it is the backend's, not a program's)."""
-    from fgrad.lower.llvm import engines
+    """The pool's compiled module: object code from the disk cache, else compiled with no
+    middle end (the code is scheduled by hand) on this thread's own LLVM context, so a
+    background build (`prefetch`) never holds up a program's compile. Never counted in the
+    kernel compile statistics: it is the backend's, not a program's."""
+    from fgrad.lower.llvm import engines, kernel_cache
     libc = ctypes.CDLL(None)
     llvm.add_symbol("fgrad_syscall", ctypes.cast(libc.syscall, ctypes.c_void_p).value)
     text = pool_module_text()
-    key = engines.cache_key(text)
+    key = engines.cache_key(f"pool\n{text}")
+    obj = disk_cache.load(key, kernel_cache.FOLDER)
+    if obj is None:
+        obj = kernel_cache.module_object(text, kernel_cache.SCHEDULED)
+        disk_cache.store(key, obj, kernel_cache.FOLDER)
     with engines._build_lock:
-        obj = disk_cache.load(key)
-        engine = engines._load(obj) if obj else None
-        if engine is None:
-            engine, obj = engines._build(text)
-            if obj:
-                disk_cache.store(key, obj)
+        engine = engines._load(obj)
+    if engine is None:
+        raise RuntimeError("fgrad: the llvm thread pool's object code did not load (a damaged "
+                           "cache entry?); run with FGRAD_NUM_THREADS=1 or clear the cache")
     return engine
 
 
@@ -228,13 +232,43 @@ def _never_freed(obj: Any) -> Any:
     return obj
 
 
-@functools.cache
+_BUILT: list[tuple[Any, Any, Any]] = []
+_BUILD_LOCK = threading.Lock()
+
+
 def _functions() -> tuple[Any, Any, Any]:
     """The worker loop, the run and the close function of the pool's compiled module."""
-    engine = _never_freed(_engine())
-    address = engine.get_function_address
-    return (_WORKER(address("fgrad_pool_worker")), _RUN(address("fgrad_pool_run")),
-            _CLOSE(address("fgrad_pool_close")))
+    if not _BUILT:
+        with _BUILD_LOCK:
+            if not _BUILT:
+                engine = _never_freed(_engine())
+                address = engine.get_function_address
+                _BUILT.append((_WORKER(address("fgrad_pool_worker")),
+                               _RUN(address("fgrad_pool_run")),
+                               _CLOSE(address("fgrad_pool_close"))))
+    return _BUILT[0]
+
+
+_PREFETCH: list[concurrent.futures.ThreadPoolExecutor] = []
+
+
+def prefetch() -> None:
+    """Build the pool's code on a background thread if nothing has yet (called when a
+    program starts compiling: its first parallel part will want the pool). The thread is
+    an executor's, which the interpreter joins at exit: LLVM is never torn down under it."""
+    if _BUILT or _PREFETCH or not native_pool_supported():
+        return
+    with _BUILD_LOCK:
+        if not _PREFETCH:
+            _PREFETCH.append(concurrent.futures.ThreadPoolExecutor(1, "fgrad-pool-build"))
+            _PREFETCH[0].submit(_quietly_build)
+
+
+def _quietly_build() -> None:
+    try:
+        _functions()
+    except Exception:  # noqa: BLE001  (the first parallel part builds it again and reports)
+        pass
 
 
 class NativePool:

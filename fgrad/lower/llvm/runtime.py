@@ -31,7 +31,7 @@ import numpy as np
 from fgrad import flags, profiler
 from fgrad.core.ir import Eqn, Jaxpr
 from fgrad.transforms import caches
-from fgrad.lower.llvm import disk_cache, kernel_cache
+from fgrad.lower.llvm import disk_cache, kernel_cache, pool
 from fgrad.lower.llvm.engines import (_ENGINES, _build_lock, _engines_lock, _EntryObject,
                                       _entry_object, _keep, _linked_engine, _load, _optimize,
                                       _toolchain_and_host, cache_key, clear_memory_cache,
@@ -378,6 +378,7 @@ def compile_llvm(jaxpr: Jaxpr) -> LLVMExecutable:
     kernel building: `_load_program`), else planned and built, then stored."""
     key = program_key(jaxpr, _toolchain_and_host(), flags.gemm_library(),
                       tunables(_PLANNING_MODULES))
+    pool.prefetch()
     exe = _load_program(key, jaxpr) if key is not None else None
     if exe is None:
         _prefetch_routines(jaxpr)
