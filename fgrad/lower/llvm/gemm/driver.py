@@ -27,8 +27,8 @@ from fgrad.core.dtypes import dtypes
 from fgrad.core.ir import Eqn
 from fgrad.lower.llvm import target
 from fgrad.lower.llvm.gemm.native import (GEMM_TYPES, I64, I8P, KC, MC_TARGET, NC, _c,
-                                          _libc, _loop, _smin, micro_args, routine_prefix,
-                                          shared_routines, tile_shape)
+                                          _libc, _loop, _smin, aligned_alloc, micro_args,
+                                          routine_prefix, shared_routines, tile_shape)
 from fgrad.lower.kernel.ir import Kernel
 from fgrad.lower.llvm.gemm.conv_pack import GEOMETRY, conv_pack_type, render_conv_pack
 from fgrad.lower.llvm.gemm.epilogue import RegisterEpilogue, register_epilogue
@@ -100,14 +100,13 @@ class _Driver:
         self.epilogue, self.ctx = epilogue, ctx
         self.pack_a = self._choose(self.d["lhs_trans"], "a")
         self.pack_b = self._choose(self.d["rhs_trans"], "b")
-        malloc = _libc(self.module, "malloc", I8P, [I64])
         free = _libc(self.module, "free", ir.VoidType(), [I8P])
         d, size = self.d, _c(self.size)
         self.packed_b = packed_b
         self.prepacked = b.icmp_unsigned("!=", packed_b, ir.Constant(self.fp, None))
-        a_raw = b.call(malloc, [b.add(b.mul(b.mul(d["mc"], d["kc"]), size), _c(64))])
-        b_bytes = b.add(b.mul(b.mul(d["kc"], d["nc"]), size), _c(64))
-        b_raw = b.call(malloc, [b.select(self.prepacked, _c(64), b_bytes)])
+        a_raw = aligned_alloc(b, b.mul(b.mul(d["mc"], d["kc"]), size))
+        b_bytes = b.mul(b.mul(d["kc"], d["nc"]), size)
+        b_raw = aligned_alloc(b, b.select(self.prepacked, _c(64), b_bytes))
         apack, bpack = b.bitcast(a_raw, self.fp), b.bitcast(b_raw, self.fp)
         m = d["m"]
         first_entry = b.sdiv(start, m)

@@ -91,12 +91,20 @@ def _libc(module: ir.Module, name: str, ret: ir.Type, args: list[ir.Type]) -> ir
 EPILOGUE_MODES = {"bias": 1, "bias_relu": 2, "relu": 3}
 
 
+def aligned_alloc(b: ir.IRBuilder, nbytes: ir.Value) -> ir.Value:
+    """libc `aligned_alloc(64, nbytes rounded up to 64)` (freed with `free`): packed panels
+    start on a cache line, so no vector load of the micro-kernel straddles two (malloc's
+    16-byte alignment split every other 32-byte load of B across lines)."""
+    fn = _libc(b.module, "aligned_alloc", I8P, [I64, I64])
+    return b.call(fn, [_c(64), b.and_(b.add(nbytes, _c(63)), _c(-64))])
+
+
 def micro_args(fp: ir.Type) -> list[ir.Type]:
     """The micro-kernel's parameter types (`_Routines.micro_kernel`)."""
     return [I64, fp, fp, fp, I64, I64, I64, I1, I64, fp, fp]
 
 
-ROUTINES_VERSION = 10   # bump when the shared routines' code changes (their symbols)
+ROUTINES_VERSION = 11   # bump when the shared routines' code changes (their symbols)
 
 
 class _Routines:

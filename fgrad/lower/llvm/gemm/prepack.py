@@ -31,7 +31,8 @@ from llvmlite import ir
 
 from fgrad.core.ir import Eqn
 from fgrad.lower.llvm.gemm.native import (I64, KC, MC_TARGET, _c, _libc, _loop, _smin,
-                                          routine_prefix, tile_shape, uses_native_gemm)
+                                          aligned_alloc, routine_prefix, tile_shape,
+                                          uses_native_gemm)
 from fgrad.lower.schedule.gemm_layout import gemm_dims
 
 PACK_COLS = 128          # columns of B per packing unit (divides NC, a multiple of NR)
@@ -130,7 +131,6 @@ def emit_units(b: ir.IRBuilder, plan: PrepackPlan, ft: ir.Type, size: int,
     fp = ft.as_pointer()
     prefix = routine_prefix(ft, size)
     prepack = _libc(module, f"{prefix}_prepack", ir.VoidType(), [I64.as_pointer(), fp, fp, I64])
-    malloc = _libc(module, "malloc", ir.IntType(8).as_pointer(), [I64])
     free = _libc(module, "free", ir.VoidType(), [ir.IntType(8).as_pointer()])
     wait = render_wait(module)
     scratch_at = b.gep(line, [_c(SCRATCH_SLOT)], inbounds=True)
@@ -143,7 +143,7 @@ def emit_units(b: ir.IRBuilder, plan: PrepackPlan, ft: ir.Type, size: int,
             with packing:
                 with b.if_else(b.icmp_signed("==", u, _c(0))) as (first, other):
                     with first:
-                        block = b.call(malloc, [_c(plan.packed_elems * size + 64)])
+                        block = aligned_alloc(b, _c(plan.packed_elems * size))
                         b.store_atomic(b.ptrtoint(block, I64), scratch_at, "release", 8)
                     with other:
                         b.call(wait, [scratch_at, _c(1)])
