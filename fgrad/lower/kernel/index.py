@@ -93,11 +93,17 @@ class Ix:
     terms: tuple[tuple[IxAtom, int], ...] = ()
     const: int = 0
 
+    # The printed form is computed once per value (terms are ordered by the printed form
+    # of atoms that nest other Ix values, so it was recomputed many times over).
     def __str__(self) -> str:
-        parts = [str(a) if c == 1 else f"{c}*{a}" for a, c in self.terms]
-        if self.const or not parts:
-            parts.append(str(self.const))
-        return " + ".join(parts).replace("+ -", "- ")
+        text = self.__dict__.get("_text")
+        if text is None:
+            parts = [str(a) if c == 1 else f"{c}*{a}" for a, c in self.terms]
+            if self.const or not parts:
+                parts.append(str(self.const))
+            text = " + ".join(parts).replace("+ -", "- ")
+            object.__setattr__(self, "_text", text)
+        return text
 
     def nonlinear_syms(self) -> set[Sym]:
         """The loop variables that occur inside a Div, Mod, Clamp or Dyn."""
@@ -181,6 +187,8 @@ def _make(terms: dict[IxAtom, int], const: int) -> Ix:
             break
         const += folded
         terms = {a: c for a, c in terms.items() if c != 0}
+    if len(terms) < 2:   # nothing to order (most indices): no printing
+        return Ix(tuple(terms.items()), const)
     return Ix(tuple(sorted(terms.items(), key=lambda t: str(t[0]))), const)
 
 
