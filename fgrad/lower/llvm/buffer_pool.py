@@ -60,6 +60,9 @@ def aligned_empty(shape: tuple[int, ...], dtype: np.dtype) -> tuple[np.ndarray, 
     return raw[start:start + nbytes].view(dtype).reshape(shape), address + start
 
 
+_EXACT: dict[np.dtype, bool] = {}
+
+
 class _Lease:
     """Owns one pooled block while NumPy arrays view it (it is their `base`); gives it back
     to its pool when the last of them dies (`__del__`: a tenth of a weakref.finalize)."""
@@ -146,7 +149,9 @@ class BufferPool:
             arr, address = aligned_empty(tuple(shape), dtype)
             arr.flags.writeable = False
             return arr, address
-        exact = np.dtype(dtype.str) == dtype  # else (bfloat16) the interface says void
+        exact = _EXACT.get(dtype)
+        if exact is None:   # does the interface's type string name it (bfloat16's: void)?
+            exact = _EXACT[dtype] = np.dtype(dtype.str) == dtype
         block = self.take(nbytes)
         address = _address(block)
         lease = _Lease(block, address, tuple(shape) if exact else (nbytes,),
