@@ -89,7 +89,9 @@ class _Builder:
         b = ir.IRBuilder(blocks["entry"])
         gen = self._generation(b, ctl)
         start_seen = b.load_atomic(gen, "acquire", 4)
-        b.branch(blocks["wait"])
+        # a worker that starts after its pool was closed must not wait for a later part
+        closed = b.load_atomic(self._slot(b, ctl, SHUTDOWN), "acquire", 8)
+        b.cbranch(b.icmp_signed("!=", closed, _c(0)), blocks["done"], blocks["wait"])
         # wait: a part newer than `seen`, spinning first, then asleep in the futex
         b.position_at_end(blocks["wait"])
         seen = b.phi(I32, name="seen")
