@@ -14,6 +14,15 @@ from fgrad.lower.llvm.buffer_pool import MIN_POOLED_BYTES, POOL
 from fgrad.lower.llvm.dispatch import ArenaCall
 
 
+def _run_on_threads(worker, count: int) -> None:
+    """worker(k) for k in range(count), each on its own thread, all at once."""
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(count)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+
 def _executable(fn, *args):
     jitted = fgrad.jit(fn, backend="llvm")
     jitted(*args)
@@ -72,11 +81,7 @@ def test_concurrent_callers_get_their_own_results():
             if not np.array_equal(out, x + 1):
                 errors.append((k, out))
 
-    threads = [threading.Thread(target=worker, args=(k,)) for k in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    _run_on_threads(worker, 4)
     assert not errors
 
 
@@ -145,9 +150,5 @@ def test_concurrent_arena_callers_get_their_own_results():
             if not np.allclose(got, want, rtol=2e-4, atol=2e-4):
                 errors.append(k)
 
-    threads = [threading.Thread(target=worker, args=(k,)) for k in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    _run_on_threads(worker, 4)
     assert not errors
