@@ -22,6 +22,11 @@ by clearing `OPEN` and then waits for `INSIDE` to reach 0 (both sequentially con
 each sees the other's write), so no worker touches a part's table or counters after
 `run` returns. Correctness never waits on a worker (thread 0 claims every chunk if it
 must), so a second caller that finds the pool busy runs its part alone.
+
+Lifetime: the compiled module and every control block are never freed, and `atexit` (or
+dropping a pool) sets `SHUTDOWN` and joins the workers, so no worker runs freed code or
+reads a freed block while the interpreter shuts down; a worker that starts after its pool
+closed leaves at once. Other hosts (not x86-64 Linux) keep threads.py's Python pool.
 """
 from __future__ import annotations
 
@@ -29,6 +34,7 @@ import atexit
 import concurrent.futures
 import ctypes
 import os
+import sys
 import threading
 import weakref
 from typing import Any
@@ -46,11 +52,13 @@ INSIDE, SLEEPERS = 8, 16
 CONTROL_WORDS = 24
 SPIN_CYCLES = 200_000   # time-stamp counter ticks a worker spins before it sleeps (~80 us)
 SYS_FUTEX, FUTEX_WAIT_PRIVATE, FUTEX_WAKE_PRIVATE = 202, 128, 129   # x86-64 Linux
+SYS_SCHED_YIELD = 24
+YIELD_EVERY = 256   # pauses between yields while the caller waits for workers to leave
 
 
 def native_pool_supported() -> bool:
     """Whether this host can run the native workers (x86-64 Linux: the futex call)."""
-    return llvm.get_process_triple().startswith("x86_64") and os.uname().sysname == "Linux"
+    return llvm.get_process_triple().startswith("x86_64") and sys.platform.startswith("linux")
 
 
 def _c(v: int, ty: ir.IntType = I64) -> ir.Constant:
@@ -166,15 +174,22 @@ class _Builder:
                [b.inttoptr(table, I8PP), _c(0), b.inttoptr(state, I64.as_pointer())])
         b.store_atomic(_c(0), self._slot(b, ctl, OPEN), "seq_cst", 8)
         b.branch(blocks["look"])
+        # wait for the workers inside to leave (they only finish a claim loop that finds
+        # nothing left); yield the CPU now and then in case one was preempted there
         b.position_at_end(blocks["look"])
+        spins = b.phi(I64, name="spins")
+        spins.add_incoming(_c(0), blocks["work"])
         left = b.load_atomic(self._slot(b, ctl, INSIDE), "seq_cst", 8)
         b.cbranch(b.icmp_signed("==", left, _c(0)), blocks["done"], blocks["spin"])
         b.position_at_end(blocks["spin"])
         b.call(self.pause, [])
+        more = b.add(spins, _c(1))
+        with b.if_then(b.icmp_unsigned("==", b.and_(more, _c(YIELD_EVERY - 1)), _c(0))):
+            b.call(self.futex, [_c(SYS_SCHED_YIELD)])
+        spins.add_incoming(more, b.block)
         b.branch(blocks["look"])
         b.position_at_end(blocks["done"])
         b.ret_void()
-
 
     def closer(self) -> None:
         """`void fgrad_pool_close(i64* ctl)`: set SHUTDOWN, post it, wake every sleeper."""
