@@ -156,7 +156,10 @@ def new_output(shape: tuple[int, ...], dtype: np.dtype) -> tuple[np.ndarray, int
 
 
 def as_c(a: Any, dtype: np.dtype) -> np.ndarray:
-    """`a` as a C-contiguous array of `dtype` (copied only when it is not one)."""
+    """`a` as a C-contiguous array of `dtype` (0-d stays 0-d; copied only when it is not
+    one already)."""
+    if type(a) is np.ndarray and a.dtype == dtype and a.flags.c_contiguous:
+        return a
     arr = np.asarray(a, dtype=dtype)
     return arr if arr.flags.c_contiguous else arr.copy(order="C")
 
@@ -213,8 +216,7 @@ class ArenaCall:
             return self._general(arrays)
         arena = None
         try:
-            ins = [a if type(a) is np.ndarray and a.dtype == dt and a.flags.c_contiguous
-                   else as_c(a, dt) for a, dt in zip(arrays, self._dtypes)]
+            ins = [as_c(a, dt) for a, dt in zip(arrays, self._dtypes)]
             addresses = self._base.copy()
             if self._arena_bytes:
                 arena = POOL.take(self._arena_bytes)

@@ -239,8 +239,7 @@ class LLVMExecutable:
     def _run_direct(self, arrays: Any) -> list[np.ndarray]:
         """The lean call path of `_direct_plan` programs (what a small jitted call costs)."""
         in_dtypes, out_specs, order, table_type = self._direct
-        ins = [a if type(a) is np.ndarray and a.dtype == dt and a.flags.c_contiguous
-               else as_c(a, dt) for a, dt in zip(arrays, in_dtypes)]
+        ins = [as_c(a, dt) for a, dt in zip(arrays, in_dtypes)]
         pointers = [address_of(a) for a in ins]
         outs = []
         for shape, dt in out_specs:
@@ -273,7 +272,7 @@ class LLVMExecutable:
                             f"{len(arrays)}")
         env = list(self._constants)
         for i, a in enumerate(arrays):
-            env[i] = _c_array(a, self._in_dtypes[i])
+            env[i] = as_c(a, self._in_dtypes[i])
         blocks = [POOL.take(n) for n in plan.block_bytes]
         addresses: dict[int, int] = {}
         prof = profiler.active()
@@ -313,14 +312,6 @@ def _log_compile(program: Program, kernels: collections.Counter[str], seconds: f
                  seconds * 1e3)
 
 
-def _c_array(a: Any, dtype: np.dtype) -> np.ndarray:
-    """`a` as a C-contiguous array of `dtype` (0-d stays 0-d; copies only if needed)."""
-    if type(a) is np.ndarray and a.flags.c_contiguous and a.dtype == dtype:
-        return a
-    arr = np.asarray(a, dtype=dtype)
-    return arr if arr.flags.c_contiguous else arr.copy(order="C")
-
-
 def _run_host(step: HostCall, env: list[Any]) -> None:
     """Evaluate one equation: a control-flow step with natively compiled sub-programs, any
     other with its NumPy impl (the temporary fallback)."""
@@ -333,7 +324,7 @@ def _run_host(step: HostCall, env: list[Any]) -> None:
     else:
         outs = eqn.primitive.impl_list(*args, **eqn.params)
     for w, v, o in zip(step.writes, eqn.outvars, outs, strict=True):
-        o = _c_array(o, v.aval.dtype.np)
+        o = as_c(o, v.aval.dtype.np)
         if any(np.may_share_memory(o, a) for a in args):
             o = o.copy()  # an input's buffer may be reused by a later kernel
         if o.shape != v.aval.shape:
