@@ -246,9 +246,9 @@ class _KernelRenderer:
                                             UNROLL_MAX_EXTENT)
                      or _inner_trips(s) >= INTERLEAVE_MIN_EXTENT)
         if unroll:
-            backedge.set_metadata("llvm.loop", self.loop_id(name, 0, False, full=True))
+            backedge.set_metadata("llvm.loop", self.loop_id(head.name, 0, False, full=True))
         elif interleave or no_unroll:
-            backedge.set_metadata("llvm.loop", self.loop_id(name, interleave, no_unroll))
+            backedge.set_metadata("llvm.loop", self.loop_id(head.name, interleave, no_unroll))
         b.position_at_end(done)
 
     def loop_id(self, name: str, interleave: int, no_unroll: bool, full: bool = False
@@ -261,6 +261,8 @@ class _KernelRenderer:
         cores, docs/design.md). Other loops get 1: they are bound by memory, and LLVM's own
         choice (2-4) doubles their machine code and its compile time."""
         module = self.fn.module
+        # `name` is the loop's unique block name: llvmlite shares metadata nodes of equal
+        # content, and loops sharing one ID would all take the hints set last.
         loop_id = module.add_metadata([ir.MetaDataString(module, f"{self.fn.name}.{name}")])
         hints = [module.add_metadata([ir.MetaDataString(module, "llvm.loop.unroll.disable")])
                  ] if no_unroll else []

@@ -305,6 +305,26 @@ def test_every_phase_loop_of_a_row_kernel_is_vectorized() -> None:
         assert text.count("\nvector.body") >= 3 and "call float @expf" not in text
 
 
+def test_each_phase_loop_keeps_its_own_interleave_hint() -> None:
+    """softmax's max and exp-sum loops carry reductions (2 vector iterations per trip), its
+    scaling loop does not (1): three loop IDs, not one shared by all with the last hints."""
+    import re
+
+    from fgrad.lower.llvm.runtime import module_ir, plan
+    from fgrad.transforms.jit_prim import open_jaxpr
+
+    jaxpr, _ = open_jaxpr(fgrad.make_jaxpr(lambda t: t.softmax(-1))(
+        Tensor(np.ones((8, 4096), np.float32))))
+    text = str(module_ir(plan(jaxpr)))
+    nodes = dict(re.findall(r"^(!\d+) = (.*)$", text, re.M))
+    ids = re.findall(r'br label %"i1\.head[.\d]*", !llvm.loop (!\d+)', text)
+
+    def interleave(loop_id: str) -> int:
+        hints = [nodes[h] for h in re.findall(r"!\d+", nodes[loop_id])[1:]]
+        return next(int(h.split("i32 ")[1].rstrip(" }")) for h in hints if "interleave" in h)
+    assert len(set(ids)) == 3 and [interleave(i) for i in ids] == [2, 2, 1]
+
+
 def test_a_partial_sum_is_never_reused_as_the_final_one() -> None:
     x = RNG.standard_normal((3, 20, 4)).astype(np.float32)
 
