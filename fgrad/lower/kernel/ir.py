@@ -299,11 +299,15 @@ def pp_kernel(kernel: Kernel) -> str:
 
 
 def kernel_fingerprint(kernel: Kernel) -> str:
-    """Every field of the kernel but its name, serialized (a node shared in the expression
-    DAG once, then by number), so two kernels have equal fingerprints exactly when they
-    are the same loop nest: a cache key that needs no rendering. Generic over the
+    """Every field of the kernel but the names (its own and its parameters') and its
+    parameters' shapes, serialized (a node shared in the expression DAG once, then by
+    number), so two kernels have equal fingerprints exactly when they are the same loop
+    nest: a cache key that needs no rendering. A shape changes the machine code only
+    through the loops' extents and the indices, which are part of it; so one code serves
+    e.g. Adam's update of every weight matrix (a flat loop over a chunk). Generic over the
     dataclasses' fields, so a field added later is part of it too."""
     numbers: dict[int, int] = {}
+    unkeyed = {Kernel: ("name",), Param: ("name", "shape")}
 
     def node(x: Any) -> str:
         if isinstance(x, (tuple, list)):
@@ -316,7 +320,7 @@ def kernel_fingerprint(kernel: Kernel) -> str:
             return f"#{numbers[id(x)]}"
         numbers[id(x)] = len(numbers)
         fields = ",".join(f"{f.name}={node(getattr(x, f.name))}" for f in dataclasses.fields(x)
-                          if not (x is kernel and f.name == "name"))
+                          if f.name not in unkeyed.get(type(x), ()))
         return f"{type(x).__name__}({fields})"
     return node(kernel)
 

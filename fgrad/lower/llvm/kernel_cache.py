@@ -4,11 +4,12 @@ In: a program's kernels. Out: for each, an exported symbol named by a hash of it
 (`fgk_<hash>`), its function type, and its object code; the runtime declares the symbols in
 the program's (small) entry module and loads the objects into the program's engine.
 
-A kernel's key hashes its kernel IR (`kernel_fingerprint`: every field but its name) with
+A kernel's key hashes its kernel IR (`kernel_fingerprint`: every field but the names and
+the buffers' shapes, which reach the code only through loop extents and indices) with
 the source of the lowering (the kernel and llvm rooms), its thread split and its level, so
 a kernel found in a cache is never rendered to LLVM IR (on a warm start that rendering was
-a third of the time); two programs that contain the same loop nest over the same shapes
-share one entry: in memory
+a third of the time); kernels with the same loop nest, in one program or two (W5's step has
+three such pairs, W9's eleven), share one entry: in memory
 (`_OBJECTS`, least recently used dropped past `KEPT`), and on disk (`disk_cache`, folder
 "llvm_kernels"). Kernels found in neither are compiled on a thread pool, in parallel for real
 (`llvm_target.run_pipeline`: each thread has its own LLVM context and target machine).

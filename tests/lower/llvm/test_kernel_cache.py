@@ -196,3 +196,22 @@ def test_prefetched_routines_are_compiled_once(tmp_path: Any, monkeypatch: Any):
     assert len(built) == len(set(built))                       # nothing compiled twice
     assert sum(bool(re.search(r'define void @"fgrad_gemm\d+_f32_\w+_micro"', text))
                for text in built) == 1
+
+
+def test_kernels_that_differ_only_in_shapes_and_names_compile_once():
+    """Adam's update of a 600x500 and a 500x600 matrix: one flat loop over the same number
+    of elements each, the same machine code; one key, one symbol, both results right."""
+    a = RNG.standard_normal((600, 500)).astype(np.float32)
+    b = RNG.standard_normal((500, 600)).astype(np.float32)
+    update = lambda p: p - 0.01 * p / ((p * p).sqrt() + 1e-8)  # noqa: E731
+    jaxpr = fgrad.make_jaxpr(lambda p, q: (update(p), update(q)))(Tensor(a), Tensor(b))
+    kernels = llvm_runtime.plan(open_jaxpr(jaxpr)[0]).kernels
+    assert len(kernels) == 2 and kernels[0].params[0].shape != kernels[1].params[0].shape
+    assert kernels[0].params[0].name != kernels[1].params[0].name
+    keys = {kernel_cache._kernel_key(k, llvm_runtime.cache_key)[0] for k in kernels}
+    compiled, _ = kernel_cache.compile_kernels(kernels, llvm_runtime.cache_key)
+    assert len(keys) == 1 and len({c.symbol for c in compiled.values()}) == 1
+    got = fgrad.jit(lambda p, q: (update(p), update(q)))(Tensor(a), Tensor(b))
+    for out, x in zip(got, (a, b)):
+        np.testing.assert_allclose(out.numpy(), x - 0.01 * x / (np.abs(x) + 1e-8), rtol=1e-5,
+                                   atol=1e-6)
