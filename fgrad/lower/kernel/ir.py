@@ -304,7 +304,8 @@ def kernel_fingerprint(kernel: Kernel) -> str:
     number), so two kernels have equal fingerprints exactly when they are the same loop
     nest: a cache key that needs no rendering. A shape changes the machine code only
     through the loops' extents and the indices, which are part of it; so one code serves
-    e.g. Adam's update of every weight matrix (a flat loop over a chunk). Generic over the
+    e.g. Adam's update of weight matrices of equal size, or a 600x500 and a 500x600 one (a
+    flat loop over a thread's chunk). Generic over the
     dataclasses' fields, so a field added later is part of it too."""
     numbers: dict[int, int] = {}
     unkeyed = {Kernel: ("name",), Param: ("name", "shape")}
