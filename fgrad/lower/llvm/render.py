@@ -15,7 +15,7 @@ with non-temporal stores, a cache line at a time (kernel/streaming.py).
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from typing import Callable, Sequence
 
 from llvmlite import ir
 
@@ -25,6 +25,7 @@ from fgrad.lower.kernel.index import Clamp, Div, Dyn, Ix, Mod, Sym
 from fgrad.lower.kernel.build import identity
 from fgrad.lower.kernel.streaming import (LINE_BYTES, line_elements, streamed_outputs,
                                           streamed_store)
+from fgrad.lower.kernel.row_pipeline import RowPipeline, row_pipeline
 from fgrad.lower.kernel.pieces import (clamp_idle, decide, fixed_quotient, piece_ranges,
                                        plain_sym, range_in, tile_width)
 from fgrad.lower.kernel.ir import (AccInit, AccRead, AccUpdate, Const, Expr, IndexPred,
@@ -38,9 +39,9 @@ from fgrad.lower.llvm.lapack import render_lapack
 from fgrad.lower.llvm.sequences import render_sequence_op
 from fgrad.lower.schedule.partition import SEQUENCE_OPS
 from fgrad.lower.llvm.ops import I1, I64, OPS, Emitter, const, mem_type, reg_type
-from fgrad.lower.llvm.threads import Part, chunking, plan_parts, render_part, split_extent
+from fgrad.lower.llvm.threads import (Call, chunking, emit_calls, entry_names, plan_parts,
+                                      render_entry, render_part, split_extent)
 
-Call = tuple[str, Sequence[int]]  # (kernel name, buffer slot of each parameter)
 NSW = ("nsw",)
 INTERLEAVE = 2            # vector iterations per trip of an innermost loop
 INTERLEAVE_MIN_EXTENT = 64
@@ -108,6 +109,10 @@ class _KernelRenderer:
         self.values: dict[int, ir.Value] = {}
         self.indices: dict[Ix, ir.Value] = {}
         self.accs: dict[int, ir.AllocaInstr] = {}
+        outer = kernel.body[0] if kernel.body else None
+        self.pipeline = row_pipeline(kernel) if isinstance(outer, Loop) and (
+            split or len(piece_ranges(outer)) < 2) else None
+        self.riders: dict[int, Callable[[], None]] = {}  # id(loop) -> more of its body
 
     def render(self) -> ir.Function:
         if self.twin is not None:
@@ -167,6 +172,10 @@ class _KernelRenderer:
 
     # ------------------------------------------------------------------ statements
 
+    def stmts(self, stmts: Sequence[Stmt]) -> None:
+        for s in stmts:
+            self.stmt(s)
+
     def stmt(self, s: Stmt) -> None:
         if isinstance(s, Loop):
             self.loop(s)
@@ -180,6 +189,9 @@ class _KernelRenderer:
     def loop(self, s: Loop) -> None:
         if s is self.streamed_loop:
             self.stream_loop(s)
+            return
+        if self.pipeline is not None and s is self.pipeline.outer:
+            self.pipelined_rows(self.pipeline)
             return
         pieces = piece_ranges(s) if s is not self.kernel.body[0] or not self.chunk else []
         if len(pieces) < 2:
@@ -217,6 +229,44 @@ class _KernelRenderer:
         self.syms[s.sym] = i
         for inner in s.body:
             self.stmt(inner)
+        rider = self.riders.get(id(s))
+        if rider is not None:
+            rider()
+
+    def pipelined_rows(self, plan: RowPipeline) -> None:
+        """The rows' loop with each row's first phase run one row early, inside the row
+        before's `carrier` loop, into accumulators that become the row's own at the end of
+        the row before (kernel/row_pipeline.py); the range's first row's before the loop."""
+        b, s = self.b, plan.outer
+        lo, hi = self.chunk if self.chunk else (_i64(0), _i64(s.sym.extent))
+        with b.if_then(b.icmp_signed("<", lo, hi)):
+            self.syms[s.sym] = lo
+            self.scoped(lambda: self.stmts((*plan.inits, plan.first)))
+        with b.goto_entry_block():
+            b.position_at_start(self.fn.entry_basic_block)
+            ahead = {t.acc: b.alloca(reg_type(t.dtype), name=f"acc{t.acc}.next")
+                     for t in plan.inits}
+
+        def next_row_phase(row: ir.Value) -> None:
+            kept = (self.values, self.indices, dict(self.accs), dict(self.syms))
+            self.values, self.indices = {}, {}
+            self.syms[s.sym], self.syms[plan.first.sym] = row, self.syms[plan.carrier.sym]
+            self.accs.update(ahead)
+            self.stmts(plan.first.body)
+            self.values, self.indices, self.accs, self.syms = kept
+
+        def row(i: ir.Value) -> None:
+            self.syms[s.sym] = i
+            after = b.add(i, _i64(1), flags=NSW)
+            following = b.select(b.icmp_signed("<", after, hi), after, i)
+            for init in plan.inits:
+                b.store(const(init.dtype, identity(init.op, init.dtype)), ahead[init.acc])
+            self.riders[id(plan.carrier)] = lambda: next_row_phase(following)
+            self.stmts(plan.rest)
+            for init in plan.inits:
+                b.store(b.load(ahead[init.acc]), self.accs[init.acc])
+            del self.riders[id(plan.carrier)]
+        self.scoped(lambda: self.counted(s.sym.name, lo, hi, s, row))
 
     def counted(self, name: str, start: ir.Value, stop: ir.Value, s: Loop | None,
                 body: Callable[[ir.Value], None], unroll: bool = False) -> None:
@@ -464,70 +514,6 @@ def render_kernel(module: ir.Module, kernel: Kernel) -> ir.Function:
     return _KernelRenderer(module, kernel, split, twin=(twin, streamed)).render()
 
 
-def _call(b: ir.IRBuilder, buffers: ir.Value, target: ir.Function, slots: Sequence[int],
-          chunk: Sequence[ir.Value] = ()) -> None:
-    """Call `target` on its slots of `buffers` (plus a chunk's start and stop)."""
-    args = []
-    for slot, ty in zip(slots, target.function_type.args, strict=False):
-        raw = b.load(b.gep(buffers, [_i64(slot)], inbounds=True))
-        args.append(b.bitcast(raw, ty))
-    b.call(target, args + list(chunk))
-
-
-def _extents(calls: Sequence[Call], kernels: dict[str, Kernel],
-             library: dict[str, tuple[int, int, int]] | None = None) -> list[int]:
-    library = library or {}
-    return [split_extent(kernels[name]) if name in kernels else library.get(name, (1, 0, 0))[2]
-            for name, _ in calls]
-
-
-def render_entry(module: ir.Module, name: str, calls: Sequence[Call],
-                 functions: dict[str, ir.Function], kernels: dict[str, Kernel],
-                 library: dict[str, tuple[int, int, int]] | None = None) -> ir.Function:
-    """`void name(i8** buffers)`: call each kernel on its slots of `buffers`, in order."""
-    i8p = ir.IntType(8).as_pointer()
-    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [i8p.as_pointer()]), name=name)
-    b = ir.IRBuilder(fn.append_basic_block("entry"))
-    emit = _emit_calls(calls, functions, kernels, library)
-    for n in range(len(calls)):
-        emit(b, n, None)
-    b.ret_void()
-    return fn
-
-
-def _emit_calls(calls: Sequence[Call], functions: dict[str, ir.Function],
-                kernels: dict[str, Kernel],
-                library: dict[str, tuple[int, int, int]] | None = None,
-                prepacks: frozenset[str] = frozenset()) -> Any:
-    """`emit(b, n, chunk)` for llvm_threads.render_part: call n of the segment, on its
-    chunk of the split loop, or whole (a split kernel then gets its full range); `line`:
-    the call's counters in a parallel part's state (threads.render_part)."""
-    extents = _extents(calls, kernels, library)
-    prepacked = prepacks
-
-    def emit(b: ir.IRBuilder, n: int, chunk: tuple[ir.Value, ir.Value] | None,
-             line: ir.Value | None = None) -> None:
-        name, slots = calls[n]
-        if chunk is None and extents[n]:
-            chunk = (_i64(0), _i64(extents[n]))
-        extra: list[ir.Value] = list(chunk or ())
-        if name in prepacked:   # its chunks need the call's state line (gemm/prepack.py)
-            if line is None:    # a split gemm always makes its part parallel (plan_parts)
-                raise AssertionError(f"{name}: a prepacked gemm outside a parallel part")
-            extra.append(line)
-        _call(b, b.function.args[0], functions[name], slots, extra)
-    return emit
-
-
-def entry_names(segment: int, parts: Sequence[Part]) -> list[str]:
-    """The exported entry of each part of segment number `segment`: `segN` when the
-    segment is one serial part (`void segN(i8** buffers)`), else `segN_pK`
-    (llvm_threads.render_part)."""
-    if len(parts) == 1 and not parts[0].parallel:
-        return [f"seg{segment}"]
-    return [f"seg{segment}_p{k}" for k in range(len(parts))]
-
-
 def render_library_call(module: ir.Module, name: str, eqn: Eqn, split: bool,
                         epilogue: ir.Function | None = None,
                         epilogue_kernel: Kernel | None = None,
@@ -591,7 +577,7 @@ def render_module(kernels: Sequence[Kernel], segments: Sequence[Sequence[Call]],
         if names == [f"seg{i}"]:
             render_entry(module, names[0], calls, functions, by_name, library)
             continue
-        emit = _emit_calls(calls, functions, by_name, library, prepacks)
+        emit = emit_calls(calls, functions, by_name, library, prepacks)
         chunks = [library.get(name) or chunking(by_name.get(name)) for name, _ in calls]
         for name, part in zip(names, parts, strict=True):
             render_part(module, name, part, chunks, emit)

@@ -44,8 +44,9 @@ from fgrad.lower.llvm.gemm.native import epilogue_fits, routine_dtypes, uses_nat
 from fgrad.lower.llvm.buffer_pool import POOL, exclusively_owned
 from fgrad.lower.schedule.control_flow import CONTROL_FLOW, HostRows, run_control
 from fgrad.lower.llvm.lapack import library_symbols, register_named_symbols
-from fgrad.lower.llvm.render import entry_names, render_module
-from fgrad.lower.llvm.threads import (PART_ENTRY, describe_threads, run_parts, segment_parts,
+from fgrad.lower.llvm.render import render_module
+from fgrad.lower.llvm.threads import (PART_ENTRY, describe_threads, entry_names, run_parts,
+                                      segment_parts,
                                       register_symbols as register_thread_symbols)
 from fgrad.lower.kernel import call_plan
 from fgrad.lower.kernel.call_plan import (CONSTANT, FRESH, CallPlan, HostCall, NativeStep,

@@ -42,6 +42,7 @@ I64 = ir.IntType(64)
 MAX_CHUNKS = 64  # a split loop is cut into at most this many chunks...
 MIN_CHUNK_WORK = 1 << 13  # ... of at least this many innermost iterations each
 SPINS_BEFORE_YIELD = 200
+Call = tuple[str, Sequence[int]]  # (kernel name, buffer slot of each parameter)
 
 # ---------------------------------------------------------------------------- planning
 
@@ -342,6 +343,73 @@ def _claim_loop(b: ir.IRBuilder, claim: ir.Value, done: ir.Value,
 # ---------------------------------------------------------------------------- running
 
 PartEntry = Callable[[Any, int, Any], None]  # a part's ctypes entry(table, thread, state)
+# ---------------------------------------------------------------------------- entries
+
+def _call(b: ir.IRBuilder, buffers: ir.Value, target: ir.Function, slots: Sequence[int],
+          chunk: Sequence[ir.Value] = ()) -> None:
+    """Call `target` on its slots of `buffers` (plus a chunk's start and stop)."""
+    args = []
+    for slot, ty in zip(slots, target.function_type.args, strict=False):
+        raw = b.load(b.gep(buffers, [_i64(slot)], inbounds=True))
+        args.append(b.bitcast(raw, ty))
+    b.call(target, args + list(chunk))
+
+
+def _extents(calls: Sequence[Call], kernels: dict[str, Kernel],
+             library: dict[str, tuple[int, int, int]] | None = None) -> list[int]:
+    library = library or {}
+    return [split_extent(kernels[name]) if name in kernels else library.get(name, (1, 0, 0))[2]
+            for name, _ in calls]
+
+
+def render_entry(module: ir.Module, name: str, calls: Sequence[Call],
+                 functions: dict[str, ir.Function], kernels: dict[str, Kernel],
+                 library: dict[str, tuple[int, int, int]] | None = None) -> ir.Function:
+    """`void name(i8** buffers)`: call each kernel on its slots of `buffers`, in order."""
+    i8p = ir.IntType(8).as_pointer()
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [i8p.as_pointer()]), name=name)
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    emit = emit_calls(calls, functions, kernels, library)
+    for n in range(len(calls)):
+        emit(b, n, None)
+    b.ret_void()
+    return fn
+
+
+def emit_calls(calls: Sequence[Call], functions: dict[str, ir.Function],
+                kernels: dict[str, Kernel],
+                library: dict[str, tuple[int, int, int]] | None = None,
+                prepacks: frozenset[str] = frozenset()) -> Any:
+    """`emit(b, n, chunk)` for llvm_threads.render_part: call n of the segment, on its
+    chunk of the split loop, or whole (a split kernel then gets its full range); `line`:
+    the call's counters in a parallel part's state (threads.render_part)."""
+    extents = _extents(calls, kernels, library)
+    prepacked = prepacks
+
+    def emit(b: ir.IRBuilder, n: int, chunk: tuple[ir.Value, ir.Value] | None,
+             line: ir.Value | None = None) -> None:
+        name, slots = calls[n]
+        if chunk is None and extents[n]:
+            chunk = (_i64(0), _i64(extents[n]))
+        extra: list[ir.Value] = list(chunk or ())
+        if name in prepacked:   # its chunks need the call's state line (gemm/prepack.py)
+            if line is None:    # a split gemm always makes its part parallel (plan_parts)
+                raise AssertionError(f"{name}: a prepacked gemm outside a parallel part")
+            extra.append(line)
+        _call(b, b.function.args[0], functions[name], slots, extra)
+    return emit
+
+
+def entry_names(segment: int, parts: Sequence[Part]) -> list[str]:
+    """The exported entry of each part of segment number `segment`: `segN` when the
+    segment is one serial part (`void segN(i8** buffers)`), else `segN_pK`
+    (llvm_threads.render_part)."""
+    if len(parts) == 1 and not parts[0].parallel:
+        return [f"seg{segment}"]
+    return [f"seg{segment}_p{k}" for k in range(len(parts))]
+
+
+
 PART_ENTRY = ctypes.CFUNCTYPE(None, ctypes.POINTER(ctypes.c_void_p), ctypes.c_int64,
                               ctypes.POINTER(ctypes.c_int64))
 
