@@ -21,8 +21,11 @@ hold the transposing copies and the merge loops.
 
 The optimization level follows the kernel's size: a kernel of at most `LIGHT_WORK` innermost
 iterations (biases, scalars, Adam's step counters) is not worth vectorizing and compiles
-`LIGHT`ly (O1 without vectorizers, fast instruction selection: a third of the time); others
-at `KERNEL_SPEED_LEVEL` (O2). O3 took 12-17% more LLVM time on W9's 48 kernels (2.67-2.96
+`LIGHT`ly (O1 without vectorizers, fast instruction selection: a third of the time), and so
+does one of at most `SHORT_LOOP_WORK` whose innermost loops are all shorter than two vectors
+(W5's loss over 10 classes: its three kernels 49+38+11 -> 23+18+6 ms of LLVM; W5's first
+call, 8 alternating fresh processes, median 614 -> 567 ms); others at `KERNEL_SPEED_LEVEL`
+(O2). O3 took 12-17% more LLVM time on W9's 48 kernels (2.67-2.96
 vs 2.32-2.46 s of compile threads' CPU; first call 2098-2366 vs 1941-2267 ms, three
 alternating fresh processes) and ran W1, softmax, layernorm and the W9 step no faster.
 """
@@ -44,7 +47,7 @@ from llvmlite import ir
 
 from fgrad import flags
 from fgrad.core.ir import Eqn
-from fgrad.lower.kernel.ir import Kernel, kernel_fingerprint
+from fgrad.lower.kernel.ir import Kernel, Loop, Stmt, kernel_fingerprint
 from fgrad.lower.kernel.streaming import streamed_outputs
 from fgrad.lower.llvm import disk_cache
 from fgrad.lower.llvm import target as llvm_target
@@ -57,6 +60,10 @@ FOLDER = "llvm_kernels"
 KEPT = 4096
 KERNEL_SPEED_LEVEL = 2
 LIGHT_WORK = 1024
+# Kernels whose innermost loops are all shorter than two vectors (a loss over 10 classes)
+# gain nothing from the vectorizers, which tripled their compile time: up to this much work
+# they compile LIGHTly too.
+SHORT_LOOP_WORK = 1 << 14
 LIGHT = -1  # a speed level: O1 middle end without vectorizers, O0 code generation
 # A speed level for code vectorized and unrolled by hand (the GEMM packing routines): the O1
 # middle end without loop unrolling or SLP vectorizer, O3 code generation.
@@ -280,11 +287,28 @@ def _lowering_source() -> str | None:
     return digest.hexdigest() if len(files) > 1 else None
 
 
+def _innermost_extents(stmts: Sequence[Stmt]) -> list[int]:
+    """The extent of every innermost loop under `stmts` (0 for statements outside loops)."""
+    found = [0]
+    for s in stmts:
+        if isinstance(s, Loop):
+            inner = [t for t in s.body if isinstance(t, Loop)]
+            found += _innermost_extents(s.body) if inner else [s.sym.extent]
+    return found
+
+
+def _widest_item(kernel: Kernel) -> int:
+    return max((p.dtype.itemsize for p in kernel.params), default=4)
+
+
 def _kernel_key(kernel: Kernel, key_of: Callable[[str], str]) -> tuple[str, int | None]:
     """A kernel's cache key and speed level. The key hashes the kernel IR itself (with
     the lowering's source, the split and the level), so a kernel found in a cache is not
     even rendered to LLVM IR; without the source files, it hashes the LLVM text."""
-    level = LIGHT if kernel_work(kernel.body) <= LIGHT_WORK else None
+    work = kernel_work(kernel.body)
+    short = work <= SHORT_LOOP_WORK and max(_innermost_extents(kernel.body)) < 2 * max(
+        1, llvm_target.vector_bits() // (8 * _widest_item(kernel)))
+    level = LIGHT if work <= LIGHT_WORK or short else None
     source = _lowering_source()
     if source is None:
         text, _ = _kernel_text(kernel)

@@ -93,6 +93,30 @@ def test_small_kernels_compile_lightly_and_large_ones_at_o3(monkeypatch: Any):
                                    atol=1e-7)
 
 
+def test_row_kernels_over_short_rows_compile_lightly(monkeypatch: Any):
+    """A log_softmax over 10 classes (rows shorter than two vectors) compiles LIGHTly; over
+    512 it vectorizes; over 10 classes but too many rows it vectorizes too."""
+    levels: list[Any] = []
+    real = kernel_cache._object_code
+    monkeypatch.setattr(kernel_cache, "_object_code",
+                        lambda text, level=None: levels.append(level) or real(text, level))
+    kernel_cache.clear_memory()
+    monkeypatch.setenv("FGRAD_CACHE_DIR", "")
+    shapes = [(256, 10), (64, 512), (kernel_cache.SHORT_LOOP_WORK // 10 + 64, 10)]
+    xs = [Tensor(RNG.standard_normal(s).astype(np.float32)) for s in shapes]
+    for x in xs:
+        program = _plan(lambda a: a.log_softmax(-1), x)
+        assert len(program.kernels) == 1
+        kernel_cache.compile_kernels(program.kernels, llvm_runtime.cache_key)
+    assert levels == [kernel_cache.LIGHT, None, None]
+    for x in xs:
+        got = fgrad.jit(lambda a: a.log_softmax(-1))(x).numpy()
+        a = x.numpy().astype(np.float64)
+        want = a - a.max(-1, keepdims=True)
+        want -= np.log(np.exp(want).sum(-1, keepdims=True))
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize("fused", [False, True])
 def test_gemm_drivers_are_cached_units_and_the_entry_only_calls(fused: bool):
     a = Tensor(RNG.standard_normal((40, 30)).astype(np.float32))
