@@ -219,17 +219,16 @@ def _background() -> concurrent.futures.ThreadPoolExecutor:
 
 def _build_one(key: str, text: str, speed_level: int | None) -> bytes:
     try:
-        obj = _object_code(_named(key, text), speed_level)
-        _stored(key, obj)
-        return obj
+        return _built_and_stored(key, _named(key, text), speed_level)
     finally:
         with _lock:
             _INFLIGHT.pop(key, None)
 
 
 def _stored(key: str, obj: bytes) -> None:
-    """Count a build and keep its object in memory and on disk."""
-    stats["builds"] += 1
+    """Count a build and keep its object in memory and on disk (safe on any thread)."""
+    with _lock:
+        stats["builds"] += 1
     _remember(key, obj)
     disk_cache.store(key, obj, FOLDER)
 
@@ -446,17 +445,20 @@ def _build_all(missing: dict[str, tuple[Unit, int | None]],
         unit, level = missing[key]
         return _named(key, _text_of(unit)), level
     workers = _workers(len(order) + 1) if order else 1   # `meanwhile` is work too
-    if workers > 1:
+    if workers > 1:   # each compile thread also stores what it built (off this thread)
         with concurrent.futures.ThreadPoolExecutor(workers) as pool:
-            futures = [pool.submit(_object_code, *job(key)) for key in order]
+            futures = [pool.submit(_built_and_stored, key, *job(key)) for key in order]
             meanwhile()
-            built = {key: f.result() for key, f in zip(order, futures, strict=True)}
-    else:
-        built = {key: _object_code(*job(key)) for key in order}
-        meanwhile()
-    for key, obj in built.items():
-        _stored(key, obj)
+            return {key: f.result() for key, f in zip(order, futures, strict=True)}
+    built = {key: _built_and_stored(key, *job(key)) for key in order}
+    meanwhile()
     return built
+
+
+def _built_and_stored(key: str, text: str, speed_level: int | None) -> bytes:
+    obj = _object_code(text, speed_level)
+    _stored(key, obj)
+    return obj
 
 
 def _symbol(key: str) -> str:
