@@ -105,8 +105,7 @@ def _build(text: str, linked: Sequence[bytes] = (), calls_only: bool = False
     for obj in linked:
         engine.add_object_file(llvm.ObjectFileRef.from_data(obj))
     engine.set_object_cache(lambda _module, data: objects.append(data))
-    with llvm_target.strength_reduction(False):
-        engine.finalize_object()
+    engine.finalize_object()
     return engine, (objects.pop() if objects else None)
 
 

@@ -116,22 +116,14 @@ def _object_code(text: str, speed_level: int | None = None) -> bytes:
     """Optimize and compile one kernel module to object code (safe on any thread); the
     optimization level is `KERNEL_SPEED_LEVEL` unless `speed_level` (or `LIGHT`) is given."""
     module, machine = _optimized(text, speed_level)
-    with llvm_target.strength_reduction(_hand_scheduled(speed_level)):
-        return llvm_target.emit_object(module, machine)
+    return llvm_target.emit_object(module, machine)
 
 
 def assembly_of(text: str, speed_level: int | None = None) -> str:
     """The machine code `_object_code` makes of a module, as assembly text (for tests and
     for reading what a level does)."""
     module, machine = _optimized(text, speed_level)
-    with llvm_target.strength_reduction(_hand_scheduled(speed_level)):
-        return str(machine.emit_assembly(module))
-
-
-def _hand_scheduled(speed_level: int | None) -> bool:
-    """Whether a unit is hand-written loop code (the GEMM routines, the pool): those keep
-    LLVM's loop strength reduction (llvm/target.py `strength_reduction`)."""
-    return speed_level in (SCHEDULED, BY_HAND)
+    return str(machine.emit_assembly(module))
 
 
 def _optimized(text: str, speed_level: int | None) -> tuple[llvm.ModuleRef, llvm.TargetMachine]:

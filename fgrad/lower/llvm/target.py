@@ -8,11 +8,8 @@ uses the full 512 bits (AMD's Zen 4/5 tuning already prefers 512).
 """
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import functools
-import threading
-from collections.abc import Iterator
 from typing import Any
 
 import llvmlite.binding as llvm
@@ -117,57 +114,3 @@ def emit_object(module: llvm.ModuleRef, machine: llvm.TargetMachine) -> bytes:
                                 ffi.lib.LLVMPY_GetBufferSize(buffer))
     finally:
         ffi.lib.LLVMPY_DisposeMemoryBuffer(buffer)
-
-
-# ---------------------------------------------------------------- loop strength reduction
-#
-# Code generation's loop strength reduction (LSR) rewrites a loop's address arithmetic into
-# pointer increments. fgrad's elementwise and row kernels do not need it (their loops index
-# with base + i*scale, which x86 addressing takes for free), and it costs their compile: W9's
-# 64 units took 1.43-1.64 s of LLVM CPU in a cold first call with it, 1.22-1.46 s with the
-# kernels without it (3 alternating fresh processes; first call 1747-2153 -> 1811-1978 ms),
-# their run time unchanged (W1, softmax, layernorm, the W5 and W9 steps: 0.97-1.02x,
-# in-process A/B). The GEMM routines keep it: without it their k loops index through two
-# more registers, and a 2048^3 product ran 1.06-1.5x slower. LLVM has no per-function
-# switch, only the process-wide `-disable-lsr`, read when an emit builds its pipeline; so
-# emits run under `_LSR`, which lets any number of them share one setting and switches it
-# when none runs.
-
-
-class _SettingLock:
-    """Emits sharing LLVM's `-disable-lsr` setting; a switch waits until none runs, and a
-    waiting switch holds back new emits of the other setting (no starvation)."""
-
-    def __init__(self) -> None:
-        self._cond = threading.Condition()
-        self._on: bool | None = None    # None: LLVM's default (on), never set by fgrad
-        self._running = 0
-        self._waiting = {True: 0, False: 0}
-
-    @contextlib.contextmanager
-    def held(self, on: bool) -> Iterator[None]:
-        """Run the body with loop strength reduction `on` (or off) for its emits."""
-        with self._cond:
-            self._waiting[on] += 1
-            while self._running and (self._on != on or self._waiting[not on]):
-                self._cond.wait()
-            self._waiting[on] -= 1
-            if self._on != on:
-                llvm.set_option("", f"-disable-lsr={'false' if on else 'true'}")
-                self._on = on
-            self._running += 1
-        try:
-            yield
-        finally:
-            with self._cond:
-                self._running -= 1
-                self._cond.notify_all()
-
-
-_LSR = _SettingLock()
-
-
-def strength_reduction(on: bool) -> contextlib.AbstractContextManager[None]:
-    """A context in which code generation runs LLVM's loop strength reduction `on` or off
-    (see `_SettingLock`); every emit of fgrad's units runs in one."""
-    return _LSR.held(on)
