@@ -109,9 +109,9 @@ class _KernelRenderer:
         self.values: dict[int, ir.Value] = {}
         self.indices: dict[Ix, ir.Value] = {}
         self.accs: dict[int, ir.AllocaInstr] = {}
-        outer = kernel.body[0] if kernel.body else None
-        self.pipeline = row_pipeline(kernel) if isinstance(outer, Loop) and (
-            split or len(piece_ranges(outer)) < 2) else None
+        pipeline = row_pipeline(kernel)   # (an outer loop in pieces renders them instead)
+        self.pipeline = pipeline if pipeline is not None and (
+            split or len(piece_ranges(pipeline.outer)) < 2) else None
         self.riders: dict[int, Callable[[], None]] = {}  # id(loop) -> more of its body
 
     def render(self) -> ir.Function:
