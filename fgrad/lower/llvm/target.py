@@ -22,6 +22,7 @@ def _initialized() -> bool:
     return True
 
 
+@functools.cache
 def cpu_name() -> str:
     """The host CPU's name in LLVM's terms (e.g. "znver4")."""
     _initialized()
@@ -53,11 +54,15 @@ def vector_bits(feature_string: str | None = None) -> int:
     return 256 if "+avx" in flags else 128
 
 
+@functools.cache
+def _host_target() -> llvm.Target:
+    _initialized()
+    return llvm.Target.from_default_triple()
+
+
 def new_machine(opt: int = 3, jit: bool = True) -> llvm.TargetMachine:
     """A fresh target machine for the host: native CPU, `features()`, optimization `opt`."""
-    _initialized()
-    target = llvm.Target.from_default_triple()
-    return target.create_target_machine(cpu=cpu_name(), features=features(), opt=opt,
+    return _host_target().create_target_machine(cpu=cpu_name(), features=features(), opt=opt,
                                         jit=jit)
 
 
