@@ -104,7 +104,7 @@ def micro_args(fp: ir.Type) -> list[ir.Type]:
     return [I64, fp, fp, fp, I64, I64, I64, I1, I64, fp, fp]
 
 
-ROUTINES_VERSION = 11   # bump when the shared routines' code changes (their symbols)
+ROUTINES_VERSION = 12   # bump when the shared routines' code changes (their symbols)
 
 
 class _Routines:
@@ -136,6 +136,7 @@ class _Routines:
         for arg in (a, bp, c):
             arg.add_attribute("noalias")
         b = ir.IRBuilder(fn.append_basic_block("entry"))
+        self._prefetch_tile(b, c, ldc, rows, cols)
         zero = self._zero(self.vt)
         accs = [[zero] * (nr // lanes) for _ in range(mr)]
         p, accs = self._k_loop(b, fn, kc, _c(0), accs, K_UNROLL, "k4")
@@ -143,6 +144,24 @@ class _Routines:
         self._write_tile(b, accs, c, ldc, rows, cols, first, (mode, out2, bias))
         b.ret_void()
         return fn
+
+    def _prefetch_tile(self, b: ir.IRBuilder, c: ir.Value, ldc: ir.Value, rows: ir.Value,
+                       cols: ir.Value) -> None:
+        """Ask for the C tile's lines (first and last element of each row, for writing)
+        before the k loop, so they arrive while it runs: a tile of a large C is not in
+        cache, and its loads and stores after the loop waited for memory (2048^3 on two
+        threads 0.87-0.90x the time, 1024^3 0.93-0.94x, in-process A/B). An edge tile's
+        addresses are clamped into it."""
+        i32 = ir.IntType(32)
+        prefetch = _libc(self.module, "llvm.prefetch.p0", ir.VoidType(),
+                         [I8P, i32, i32, i32])
+        write, keep, data = (ir.Constant(i32, v) for v in (1, 3, 1))
+        last_col = b.sub(cols, _c(1))
+        for i in range(self.mr):
+            row = _smin(b, _c(i), b.sub(rows, _c(1)))
+            for col in (_c(0), _smin(b, _c(self.nr - 1), last_col)):
+                at = b.gep(c, [b.add(b.mul(row, ldc), col)], inbounds=True)
+                b.call(prefetch, [b.bitcast(at, I8P), write, keep, data])
 
     def _k_loop(self, b: ir.IRBuilder, fn: ir.Function, kc: ir.Value, start: ir.Value,
                 accs: list[list[ir.Value]], steps: int, name: str
