@@ -41,6 +41,10 @@ GEMM_TYPES = {**FLOAT_TYPES, dtypes.int32: (ir.IntType(32), 4)}
 KC = 256
 K_UNROLL = 4   # k steps per trip of the micro-kernel's main loop (then one at a time)
 MC_TARGET = 144
+# The micro-kernel prefetches its C tile when its k loop is at least this long: a shorter
+# one (W8's per-example outer products have k = 1) reaches the tile before the lines could
+# arrive (measured either way within noise there: 0.98x, in-process A/B).
+PREFETCH_MIN_K = 16
 NC = 2048
 
 
@@ -136,7 +140,8 @@ class _Routines:
         for arg in (a, bp, c):
             arg.add_attribute("noalias")
         b = ir.IRBuilder(fn.append_basic_block("entry"))
-        self._prefetch_tile(b, c, ldc, rows, cols)
+        with b.if_then(b.icmp_signed(">=", kc, _c(PREFETCH_MIN_K))):
+            self._prefetch_tile(b, c, ldc, rows, cols)
         zero = self._zero(self.vt)
         accs = [[zero] * (nr // lanes) for _ in range(mr)]
         p, accs = self._k_loop(b, fn, kc, _c(0), accs, K_UNROLL, "k4")
@@ -150,8 +155,8 @@ class _Routines:
         """Ask for the C tile's lines (first and last element of each row, for writing)
         before the k loop, so they arrive while it runs: a tile of a large C is not in
         cache, and its loads and stores after the loop waited for memory (2048^3 on two
-        threads 0.87-0.90x the time, 1024^3 0.93-0.94x, in-process A/B). An edge tile's
-        addresses are clamped into it."""
+        threads 0.87-0.90x the time, 1024^3 0.93-0.94x, in-process A/B), when the k loop
+        is long enough (`PREFETCH_MIN_K`). An edge tile's addresses are clamped into it."""
         i32 = ir.IntType(32)
         prefetch = _libc(self.module, "llvm.prefetch.p0", ir.VoidType(),
                          [I8P, i32, i32, i32])
