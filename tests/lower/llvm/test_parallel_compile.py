@@ -74,13 +74,19 @@ def _plan(fn: Any, *args: Any) -> Any:
     return llvm_runtime.plan(open_jaxpr(fgrad.make_jaxpr(fn)(*args))[0])
 
 
-def test_small_kernels_compile_lightly_and_large_ones_at_o3(monkeypatch: Any):
+def _record_levels(monkeypatch: Any) -> list[Any]:
+    """The speed level of every unit compiled from now on (no cache, memory or disk)."""
     levels: list[Any] = []
     real = kernel_cache._object_code
     monkeypatch.setattr(kernel_cache, "_object_code",
                         lambda text, level=None: levels.append(level) or real(text, level))
     kernel_cache.clear_memory()
     monkeypatch.setenv("FGRAD_CACHE_DIR", "")
+    return levels
+
+
+def test_small_kernels_compile_lightly_and_large_ones_at_o3(monkeypatch: Any):
+    levels = _record_levels(monkeypatch)
     small = Tensor(RNG.standard_normal(kernel_cache.LIGHT_WORK).astype(np.float32))
     large = Tensor(RNG.standard_normal(kernel_cache.LIGHT_WORK + 1).astype(np.float32))
     for x in (small, large):
@@ -96,12 +102,7 @@ def test_small_kernels_compile_lightly_and_large_ones_at_o3(monkeypatch: Any):
 def test_row_kernels_over_short_rows_compile_lightly(monkeypatch: Any):
     """A log_softmax over 10 classes (rows shorter than two vectors) compiles LIGHTly; over
     512 it vectorizes; over 10 classes but too many rows it vectorizes too."""
-    levels: list[Any] = []
-    real = kernel_cache._object_code
-    monkeypatch.setattr(kernel_cache, "_object_code",
-                        lambda text, level=None: levels.append(level) or real(text, level))
-    kernel_cache.clear_memory()
-    monkeypatch.setenv("FGRAD_CACHE_DIR", "")
+    levels = _record_levels(monkeypatch)
     shapes = [(256, 10), (64, 512), (kernel_cache.SHORT_LOOP_WORK // 10 + 64, 10)]
     xs = [Tensor(RNG.standard_normal(s).astype(np.float32)) for s in shapes]
     for x in xs:
