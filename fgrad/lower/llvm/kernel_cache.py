@@ -23,11 +23,11 @@ The optimization level follows the kernel's size: a kernel of at most `LIGHT_WOR
 iterations (biases, scalars, Adam's step counters) is not worth vectorizing and compiles
 `LIGHT`ly (O1 without vectorizers, fast instruction selection: a third of the time), and so
 does one of at most `SHORT_LOOP_WORK` whose innermost loops are all shorter than two vectors
-(W5's loss over 10 classes: its three kernels 49+38+11 -> 23+18+6 ms of LLVM; W5's first
-call, 8 alternating fresh processes, median 614 -> 567 ms); others at `KERNEL_SPEED_LEVEL`
-(O2). O3 took 12-17% more LLVM time on W9's 48 kernels (2.67-2.96
-vs 2.32-2.46 s of compile threads' CPU; first call 2098-2366 vs 1941-2267 ms, three
-alternating fresh processes) and ran W1, softmax, layernorm and the W9 step no faster.
+(W5's loss over 10 classes: its three kernels 49+38+11 -> 16+15+8 ms of LLVM; W5's cold
+LLVM CPU 489-543 -> 469-502 ms); others at `KERNEL_SPEED_LEVEL` (O2). O3 took 12-17% more
+LLVM time on W9's 48 kernels (2.67-2.96 vs 2.32-2.46 s of compile threads' CPU; first call
+2098-2366 vs 1941-2267 ms, three alternating fresh processes) and ran W1, softmax,
+layernorm and the W9 step no faster.
 """
 from __future__ import annotations
 

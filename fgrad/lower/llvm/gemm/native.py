@@ -155,7 +155,7 @@ class _Routines:
         """Ask for the C tile's lines (first and last element of each row, for writing)
         before the k loop, so they arrive while it runs: a tile of a large C is not in
         cache, and its loads and stores after the loop waited for memory (2048^3 on two
-        threads 0.87-0.90x the time, 1024^3 0.93-0.94x, in-process A/B), when the k loop
+        threads 0.87-0.93x the time, 1024^3 0.93-0.97x, in-process A/B), when the k loop
         is long enough (`PREFETCH_MIN_K`). An edge tile's addresses are clamped into it."""
         i32 = ir.IntType(32)
         prefetch = _libc(self.module, "llvm.prefetch.p0", ir.VoidType(),
