@@ -92,11 +92,12 @@ class Profile:
             lines = [f"jit({stats.name}) on {stats.backend}: {stats.calls} call(s), "
                      f"{stats.seconds * 1e3:.3f} ms total, {per_call * 1e3:.3f} ms per call"]
             if stats.rows:
-                lines.append(f"  {'step':<{LABEL_WIDTH}} {'ms total':>9} {'% prog':>7}  source lines")
+                lines.append(f"  {'step':<{LABEL_WIDTH}} {'ms total':>9} {'% prog':>7}  "
+                             "source lines")
             for row in stats.rows.values():
                 share = 100 * row.seconds / stats.seconds if stats.seconds else 0.0
-                lines.append(f"  {row.label:<{LABEL_WIDTH}} {row.seconds * 1e3:9.3f} {share:6.1f}%  "
-                             f"{row.where}")
+                lines.append(f"  {row.label:<{LABEL_WIDTH}} {row.seconds * 1e3:9.3f} "
+                             f"{share:6.1f}%  {row.where}")
             blocks.append("\n".join(lines))
         return "\n\n".join(blocks) if blocks else "(no jitted program ran)"
 

@@ -387,8 +387,8 @@ def compile_kernels(kernels: Sequence[Kernel], key_of: Callable[[str], str],
     epilogues, LAPACK calls), by name, and the object code of each whole module in `texts`
     ((IR text, speed level) pairs, e.g. the shared GEMM routines) by cache key: from
     memory, disk, or compiled now, all missing ones in one parallel batch. `key_of(ir_text)`
-    hashes the text with the toolchain and host. `private`: gemm calls whose product only their fused
-    kernel reads (the program's `private_products`). `meanwhile(symbols)` runs on this
+    hashes the text with the toolchain and host. `private`: gemm calls whose product only
+    their fused kernel reads (the program's `private_products`). `meanwhile(symbols)` runs on this
     thread once every missing unit is handed to the compile threads, before waiting for
     them; `symbols` gives each name's symbol and function type (what the program's entry
     module declares)."""
