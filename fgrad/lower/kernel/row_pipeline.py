@@ -8,7 +8,7 @@ read never overlaps arithmetic: on a 4096x4096 softmax the max phase alone cost 
 row the next row's first phase rides in this row's second-phase loop (same extent), into
 accumulators that become the next row's at the end of the row: the memory stream then
 overlaps the exp. Measured on the softmax kernel (two threads, 4096 rows, in-process,
-alternating the two builds): 0.85-0.87x the time (docs/performance.md).
+alternating the two builds): 0.85-0.92x the time (docs/performance.md).
 
 In: a kernel. Out: `row_pipeline(kernel)`, the parts the llvm renderer needs, or None when
 the kernel is not of that shape or too small for memory to matter (`MIN_INPUT_BYTES`).
