@@ -112,7 +112,7 @@ class _KernelRenderer:
         pipeline = row_pipeline(kernel)   # (an outer loop in pieces renders them instead)
         self.pipeline = pipeline if pipeline is not None and (
             split or len(piece_ranges(pipeline.outer)) < 2) else None
-        self.riders: dict[int, Callable[[], None]] = {}  # id(loop) -> more of its body
+        self.rider: tuple[Loop, Callable[[], None]] | None = None  # a loop, more of its body
 
     def render(self) -> ir.Function:
         if self.twin is not None:
@@ -229,9 +229,8 @@ class _KernelRenderer:
         self.syms[s.sym] = i
         for inner in s.body:
             self.stmt(inner)
-        rider = self.riders.get(id(s))
-        if rider is not None:
-            rider()
+        if self.rider is not None and self.rider[0] is s:
+            self.rider[1]()
 
     def pipelined_rows(self, plan: RowPipeline) -> None:
         """The rows' loop with each row's first phase run one row early, inside the row
@@ -261,11 +260,11 @@ class _KernelRenderer:
             following = b.select(b.icmp_signed("<", after, hi), after, i)
             for init in plan.inits:
                 b.store(const(init.dtype, identity(init.op, init.dtype)), ahead[init.acc])
-            self.riders[id(plan.carrier)] = lambda: next_row_phase(following)
+            self.rider = (plan.carrier, lambda: next_row_phase(following))
             self.stmts(plan.rest)
             for init in plan.inits:
                 b.store(b.load(ahead[init.acc]), self.accs[init.acc])
-            del self.riders[id(plan.carrier)]
+            self.rider = None
         self.scoped(lambda: self.counted(s.sym.name, lo, hi, s, row))
 
     def counted(self, name: str, start: ir.Value, stop: ir.Value, s: Loop | None,
