@@ -6,7 +6,7 @@
 # Wheels for packages the machine lacks (pyopencl and its pure-Python needs, gguf) may be put
 # in .whl/ beforehand; they are installed into a scratch folder, never into the system.
 # GPU_CHECK_QUICK=1 shortens every stage (a dry run on a CPU-only machine with pocl);
-# GPU_CHECK_{TEST,BENCH}_S bound the stages in seconds; GPU_CHECK_SHAPES=1 adds the
+# GPU_CHECK_{TEST,BENCH,LAUNCH}_S bound the stages in seconds; GPU_CHECK_SHAPES=1 adds the
 # matmul tile-shape sweep (bench/gpu_gemm_shapes.py).
 set -u
 out=${1:-/tmp/gpu_check}
@@ -91,7 +91,7 @@ fgrad.jit(mlp.fgrad_step(opt), backend="opencl").profile(model, state, xt, yt)
 EOF2
 
 echo "== where a launch-bound step's time goes (bench/gpu_launch.py)"
-[ "$quick" = 1 ] || (cd bench && timeout 150 python3 gpu_launch.py) 2>&1 | tee "$out/launch.md"
+[ "$quick" = 1 ] || (cd bench && timeout "${GPU_CHECK_LAUNCH_S:-150}" python3 gpu_launch.py) 2>&1 | tee "$out/launch.md"
 
 [ "${GPU_CHECK_SHAPES:-0}" = 1 ] || exit 0
 echo "== the GPU matmul form at a few tile shapes"
