@@ -6,11 +6,14 @@ routine has a conv mode, gemm/conv_pack.py). Out: the Jaxpr with each conv_patch
 whose every use is such a product replaced: each product becomes a dot_general on the image
 whose params carry `rhs_patches`, a `PatchRead` saying how to read the patches from it.
 
-Which products: a 2-d conv_patches of a (N, C, H, W) float image as the right operand
-(only), batched over N, contracted either over (C, taps) (a convolution's forward pass:
-the B matrix is taps x pixels, read plainly) or over the output pixels (the weight's
-gradient: pixels x taps, read transposed). Anything else (the patches returned, reduced,
-sliced, or grouped by a reshape) keeps the stored patches: expand.py expands them.
+Which products: a 2-d conv_patches of a (N, C, H, W) float image, or (N, G, C/G, H, W) for a
+grouped convolution, as the right operand (only), batched over N (and G), contracted either
+over (C, taps) (a convolution's forward pass: the B matrix is taps x pixels, read plainly)
+or over the output pixels (the weight's gradient: pixels x taps, read transposed). A grouped
+image is the reshape of a (N, C, H, W) tensor, which the product then reads in place, and a
+grouped product's output is written as its reshape to (N, C_out, *out). Anything else (the
+patches returned, reduced, sliced, or grouped by a reshape) keeps the stored patches:
+expand.py expands them.
 
 The input gradient, col2im(transpose(W^T dY)) with W (N, C_out, C_in, taps) and dY
 (N, C_out, OH, OW), is for stride 1 itself a convolution: of dY, padded by
@@ -26,7 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from fgrad.core.dtypes import dtypes
-from fgrad.core.ir import Eqn, Jaxpr, ShapedArray, Var
+from fgrad.core.ir import Atom, Eqn, Jaxpr, ShapedArray, Var
 
 PLAIN_CONTRACT, TRANSPOSED_CONTRACT = (1, 2), (3, 4)
 # An input gradient's product has one row per input channel; with fewer, packing dY's
@@ -43,7 +46,8 @@ MAX_IMAGE_ELEMENTS = 2 ** 31 - 2 ** 20   # the packing routine's offsets are 32-
 @dataclass(frozen=True)
 class PatchRead:
     """The patches (N, C, KH*KW, OH, OW) of a (N, C, H, W) image, read by a GEMM as its B
-    operand: plainly (rows (c, tap), columns pixels) or `transposed` (rows pixels)."""
+    operand: plainly (rows (c, tap), columns pixels) or `transposed` (rows pixels). A
+    grouped convolution's image is (N, G, C/G, H, W): two batch axes."""
 
     shape: tuple[int, ...]
     image: tuple[int, ...]
@@ -62,19 +66,19 @@ def _read_of(patches: Eqn, use: Eqn) -> PatchRead | None:
     """How `use` (a dot_general) would read `patches` in place, or None."""
     x = patches.inputs[0]
     p = patches.params
-    if use.primitive.name != "dot_general" or not isinstance(x, Var) \
-            or x.aval.ndim != 4 or len(p["kernel"]) != 2 \
+    lead = x.aval.ndim - 3 if isinstance(x, Var) else 0   # N, or (N, G) for groups
+    if use.primitive.name != "dot_general" or lead not in (1, 2) or len(p["kernel"]) != 2 \
             or x.aval.dtype not in (dtypes.float32, dtypes.float64) \
-            or math.prod(x.aval.shape[1:]) >= MAX_IMAGE_ELEMENTS \
+            or math.prod(x.aval.shape[lead:]) >= MAX_IMAGE_ELEMENTS \
             or use.inputs[1] is not patches.outvars[0] or use.inputs[0] is use.inputs[1]:
         return None
     (_, rhs_contract), (_, rhs_batch) = use.params["dimension_numbers"]
-    if tuple(rhs_batch) != (0,) or tuple(rhs_contract) not in (PLAIN_CONTRACT,
-                                                                TRANSPOSED_CONTRACT):
+    plain, transposed = (tuple(a + lead - 1 for a in axes)
+                         for axes in (PLAIN_CONTRACT, TRANSPOSED_CONTRACT))
+    if tuple(rhs_batch) != tuple(range(lead)) or tuple(rhs_contract) not in (plain, transposed):
         return None
     return PatchRead(patches.outvars[0].aval.shape, x.aval.shape, p["kernel"], p["stride"],
-                     p["dilation"], p["padding"],
-                     tuple(rhs_contract) == TRANSPOSED_CONTRACT)
+                     p["dilation"], p["padding"], tuple(rhs_contract) == transposed)
 
 
 def _uses(jaxpr: Jaxpr) -> dict[int, list[Eqn]]:
@@ -96,8 +100,23 @@ def fuse_patches(jaxpr: Jaxpr, accepts: Callable[[Eqn], bool]) -> Jaxpr:
     return fuse_col2im(_fuse_forward(jaxpr, accepts), accepts)
 
 
+def _ungrouped(image: Atom, producers: dict[int, Eqn]) -> Atom:
+    """The (N, C, H, W) tensor whose reshape `image` is, when it only splits C into (G, C/G)
+    (a grouped convolution's image: the same memory), else `image`."""
+    source = producers.get(id(image))
+    if not isinstance(image, Var) or source is None or source.primitive.name != "reshape" \
+            or image.aval.ndim != 5:
+        return image
+    x = source.inputs[0]
+    if not isinstance(x, Var) or x.aval.ndim != 4:
+        return image
+    n, g, c, h, w = image.aval.shape
+    return x if x.aval.shape == (n, g * c, h, w) else image
+
+
 def _fuse_forward(jaxpr: Jaxpr, accepts: Callable[[Eqn], bool]) -> Jaxpr:
     uses = _uses(jaxpr)
+    producers = {id(v): e for e in jaxpr.eqns for v in e.outvars}
     returned = {id(v) for v in jaxpr.outvars if isinstance(v, Var)}
     replaced: dict[int, Eqn] = {}
     dropped: set[int] = set()
@@ -110,7 +129,8 @@ def _fuse_forward(jaxpr: Jaxpr, accepts: Callable[[Eqn], bool]) -> Jaxpr:
             read = _read_of(e, use)
             if read is None:
                 break
-            fused = Eqn(use.primitive, [use.inputs[0], e.inputs[0]],
+            image = _ungrouped(e.inputs[0], producers)
+            fused = Eqn(use.primitive, [use.inputs[0], image],
                         {**use.params, "rhs_patches": read}, use.outvars, use.source)
             if not accepts(fused):
                 break
@@ -122,7 +142,39 @@ def _fuse_forward(jaxpr: Jaxpr, accepts: Callable[[Eqn], bool]) -> Jaxpr:
     if not dropped:
         return jaxpr
     eqns = [replaced.get(id(e), e) for e in jaxpr.eqns if id(e) not in dropped]
-    return Jaxpr(jaxpr.constvars, jaxpr.invars, eqns, jaxpr.outvars)
+    eqns = _merged_group_outputs(eqns, _uses(Jaxpr(jaxpr.constvars, jaxpr.invars, eqns,
+                                                   jaxpr.outvars)))
+    return Jaxpr(jaxpr.constvars, jaxpr.invars, _without_unread_reshapes(eqns, jaxpr.outvars),
+                 jaxpr.outvars)
+
+
+def _merged_group_outputs(eqns: list[Eqn], uses: dict[int, list[Eqn]]) -> list[Eqn]:
+    """A grouped product's output (N, G, C_out/G, *out), read only by its reshape to
+    (N, C_out, *out), is written as that reshape's output: the same memory, no copy."""
+    merged: dict[int, Eqn] = {}
+    reshapes: set[int] = set()
+    for e in eqns:
+        read = e.params.get("rhs_patches")
+        if read is None or len(read.image) != 5:
+            continue
+        out = e.outvars[0]
+        readers = uses.get(id(out), [])
+        if len(readers) != 1 or readers[0].primitive is None \
+                or readers[0].primitive.name != "reshape":
+            continue
+        n, g, o, *spatial = out.aval.shape
+        if readers[0].outvars[0].aval.shape == (n, g * o, *spatial):
+            merged[id(e)] = Eqn(e.primitive, e.inputs, e.params, readers[0].outvars, e.source)
+            reshapes.add(id(readers[0]))
+    return [merged.get(id(e), e) for e in eqns if id(e) not in reshapes]
+
+
+def _without_unread_reshapes(eqns: list[Eqn], outvars: list) -> list[Eqn]:
+    """`eqns` without the reshapes nothing reads any more (a grouped image's, once its
+    products read the ungrouped tensor)."""
+    read = {id(a) for e in eqns for a in e.inputs} | {id(v) for v in outvars}
+    return [e for e in eqns
+            if e.primitive.name != "reshape" or id(e.outvars[0]) in read]
 
 
 def _col2im_product(col2im: Eqn, uses: dict[int, list[Eqn]], producers: dict[int, Eqn]
@@ -214,5 +266,5 @@ def fuse_col2im(jaxpr: Jaxpr, accepts: Callable[[Eqn], bool]) -> Jaxpr:
 def window_counts_of(read: PatchRead) -> tuple[int, ...]:
     """The output spatial shape of the patches `read` describes."""
     from fgrad.core.prims.patches import patch_geometry
-    return patch_geometry(read.image[2:], read.kernel, read.stride, read.dilation,
+    return patch_geometry(read.image[-2:], read.kernel, read.stride, read.dilation,
                           read.padding)[1]

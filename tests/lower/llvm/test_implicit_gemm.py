@@ -163,15 +163,48 @@ def test_patches_used_elsewhere_are_stored_and_right() -> None:
         np.testing.assert_array_equal(patches.numpy()[:, :, t], xp[at])
 
 
-def test_grouped_conv_keeps_stored_patches() -> None:
-    x = RNG.standard_normal((2, 4, 7, 7)).astype(np.float64)
-    w = RNG.standard_normal((6, 2, 3, 3)).astype(np.float64)
-    conv = fgrad.jit(lambda x, w: x.conv2d(w, groups=2, padding=1), backend="llvm")
-    got = conv(Tensor(x), Tensor(w)).numpy()
-    for g in range(2):
-        want, _, _ = reference(x[:, 2 * g:2 * g + 2], w[3 * g:3 * g + 3],
-                               np.zeros((2, 3, 7, 7)), (1, 1), (1, 1), ((1, 1), (1, 1)))
-        np.testing.assert_allclose(got[:, 3 * g:3 * g + 3], want, rtol=1e-10, atol=1e-10)
+# (x shape, w shape, groups, stride, dilation, ((top, bottom), (left, right)))
+GROUPED = [
+    ((2, 4, 7, 7), (6, 2, 3, 3), 2, (1, 1), (1, 1), ((1, 1), (1, 1))),
+    ((2, 8, 9, 11), (8, 2, 3, 3), 4, (2, 1), (1, 2), ((1, 0), (2, 2))),
+    ((3, 12, 20, 19), (9, 4, 3, 2), 3, (1, 1), (1, 1), ((0, 2), (1, 1))),
+    ((4, 64, 14, 14), (64, 8, 3, 3), 8, (1, 1), (1, 1), ((1, 1), (1, 1))),
+]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("geometry", GROUPED, ids=lambda g: f"{g[0]}x{g[1]}g{g[2]}s{g[3]}")
+def test_grouped_conv_reads_each_groups_image(geometry: Any, dtype: Any) -> None:
+    """A grouped convolution's forward and weight-gradient products read the image in
+    place (two batch axes: images and groups; no reshape copy of the input), and match a
+    per-group NumPy reference with both gradients."""
+    xs, ws, groups, stride, dilation, pads = geometry
+    x = RNG.standard_normal(xs).astype(dtype)
+    w = RNG.standard_normal(ws).astype(dtype)
+    padding = _flat_padding(pads)
+
+    def conv(x: Tensor, w: Tensor) -> Tensor:
+        return x.conv2d(w, groups=groups, stride=stride, dilation=dilation, padding=padding)
+
+    out = fgrad.jit(conv, backend="llvm")(Tensor(x), Tensor(w)).numpy()
+    r = RNG.standard_normal(out.shape).astype(dtype)
+    gx, gw = fgrad.jit(fgrad.grad(lambda x, w: (conv(x, w) * Tensor(r)).sum(),
+                                  argnums=(0, 1)), backend="llvm")(Tensor(x), Tensor(w))
+    c, o = xs[1] // groups, ws[0] // groups
+    tol = dict(rtol=2e-4, atol=2e-4) if dtype == np.float32 else dict(rtol=1e-10, atol=1e-10)
+    for g in range(groups):
+        ins, outs = slice(c * g, c * (g + 1)), slice(o * g, o * (g + 1))
+        wants = reference(x[:, ins], w[outs], r[:, outs], stride, dilation, pads)
+        for got, want in zip((out[:, outs], gx.numpy()[:, ins], gw.numpy()[outs]), wants):
+            scale = max(1.0, float(np.abs(want).max()))
+            np.testing.assert_allclose(got / scale, want / scale, **tol)
+    forward = _schedule(conv, Tensor(x), Tensor(w))
+    assert "implicit GEMM" in forward and "concatenate" not in forward, forward
+    kernels = [line for line in forward.splitlines() if ": kernel " in line]
+    assert len(kernels) == 1 and "(b) -> " in kernels[0], forward   # the weight's reshape
+    backward = _schedule(fgrad.grad(lambda x, w: (conv(x, w) * Tensor(r)).sum(),
+                                    argnums=(0, 1)), Tensor(x), Tensor(w))
+    assert "transposed) of" in backward, backward
 
 
 def test_large_products_split_over_threads() -> None:

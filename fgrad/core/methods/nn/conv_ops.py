@@ -169,16 +169,19 @@ def conv_nd(x: "Tensor", weight: "Tensor", groups: int, stride: tuple[int, ...],
         return _depthwise(x, weight, stride, dilation, pads)
     padded = tuple(s + lo + hi for s, (lo, hi) in zip(x.shape[2:], pads, strict=True))
     fitted_output_shape(padded, kernel, stride, dilation, "conv2d")
-    patches = P.conv_patches(x, kernel, stride, dilation, pads)  # (N, C_in, taps, *out)
-    out_sp = patches.shape[3:]
     taps = math.prod(kernel)
     # weight first, batched over (batch[, groups]): each product is (c_out/groups) x pixels,
     # already in the output's (N, C, *S) layout, so no transpose follows the gemm
     if groups == 1:
+        patches = P.conv_patches(x, kernel, stride, dilation, pads)  # (N, C_in, taps, *out)
         w = P.broadcast_in_dim(P.reshape(weight, (1, c_out, c_in_g, taps)),
                                (batch, c_out, c_in_g, taps), (0, 1, 2, 3))
         return P.dot_general(w, patches, (((2, 3), (1, 2)), ((0,), (0,))))
-    patches = P.reshape(patches, (batch, groups, c_in_g, taps) + out_sp)
+    # the groups get their own axis before the patches (a free reshape of the image), so
+    # the patches come out (N, G, C_in/G, taps, *out) and a GEMM may read them in place
+    grouped = P.reshape(x, (batch, groups, c_in_g) + x.shape[2:])
+    patches = P.conv_patches(grouped, kernel, stride, dilation, pads)
+    out_sp = patches.shape[4:]
     w = P.reshape(weight, (1, groups, c_out // groups, c_in_g, taps))
     w = P.broadcast_in_dim(w, (batch, groups, c_out // groups, c_in_g, taps), (0, 1, 2, 3, 4))
     out = P.dot_general(w, patches, (((3, 4), (2, 3)), ((0, 1), (0, 1))))
