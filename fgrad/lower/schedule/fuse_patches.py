@@ -39,6 +39,8 @@ PLAIN_CONTRACT, TRANSPOSED_CONTRACT = (1, 2), (3, 4)
 # a kernel that LLVM's O2 took 3.6 s to compile (fully unrolled 4x4 window loops in four
 # pieces): the demo's first step compiled in 4.6 s instead of 2.0 s.
 MIN_INPUT_CHANNELS = 32
+# A grouped convolution's input gradient: a product per (image, group) of C_in/G rows.
+MIN_GROUP_CHANNELS = 8
 RETURNED = Eqn(None, [], {}, [])   # a use that stands for "returned by the jaxpr"
 MAX_IMAGE_ELEMENTS = 2 ** 31 - 2 ** 20   # the packing routine's offsets are 32-bit
 
@@ -180,31 +182,35 @@ def _without_unread_reshapes(eqns: list[Eqn], outvars: list) -> list[Eqn]:
 def _col2im_product(col2im: Eqn, uses: dict[int, list[Eqn]], producers: dict[int, Eqn]
                     ) -> tuple[list[Eqn], Var, Var] | None:
     """For col2im(transpose?(dot_general(dY, W))) computing an input gradient: the
-    equations it replaces, the weight operand (N, O, C, taps) and dY (N, O, OH, OW)."""
+    equations it replaces, the weight operand (N, O, C, taps) and dY (N, O, OH, OW); for a
+    grouped convolution (N, G, O, C, taps) and (N, G, O, OH, OW)."""
     chain = [col2im]
     v = col2im.inputs[0]
+    lead = v.aval.ndim - 4 if isinstance(v, Var) else 0   # batch axes: N, or (N, G)
     eqn = producers.get(id(v))
-    perm = tuple(range(5))
+    perm = tuple(range(lead + 4))
     if eqn is not None and eqn.primitive.name == "transpose":
         perm = tuple(eqn.params["permutation"])
         chain.append(eqn)
         v = eqn.inputs[0]
         eqn = producers.get(id(v))
-    if eqn is None or eqn.primitive.name != "dot_general" or len(eqn.inputs) != 2:
+    if lead not in (1, 2) or eqn is None or eqn.primitive.name != "dot_general" \
+            or len(eqn.inputs) != 2:
         return None
     chain.append(eqn)
     if any(len(uses.get(id(e.outvars[0]), [])) != 1 for e in chain[1:]):
         return None
     (xc, yc), (xb, yb) = eqn.params["dimension_numbers"]
     x, y = eqn.inputs
-    if not (isinstance(x, Var) and isinstance(y, Var) and x.aval.ndim == y.aval.ndim == 4
-            and tuple(xc) == tuple(yc) == (1,) and tuple(xb) == tuple(yb) == (0,)):
+    batch = tuple(range(lead))
+    if not (isinstance(x, Var) and isinstance(y, Var) and x.aval.ndim == y.aval.ndim == lead + 3
+            and tuple(xc) == tuple(yc) == (lead,) and tuple(xb) == tuple(yb) == batch):
         return None
-    # product axes: (N, x's axes 2 and 3, y's axes 2 and 3); col2im reads them as
-    # (N, C, taps, OH, OW): the weight's free axes first, then dY's
-    if perm == (0, 1, 2, 3, 4):
+    # product axes: (batch, x's two free axes, y's two); col2im reads them as
+    # (batch, C, taps, OH, OW): the weight's free axes first, then dY's
+    if perm == batch + (lead, lead + 1, lead + 2, lead + 3):
         weight, image = x, y
-    elif perm == (0, 3, 4, 1, 2):
+    elif perm == batch + (lead + 2, lead + 3, lead, lead + 1):
         weight, image = y, x
     else:
         return None
@@ -230,27 +236,31 @@ def fuse_col2im(jaxpr: Jaxpr, accepts: Callable[[Eqn], bool]) -> Jaxpr:
         if found is None:
             continue
         chain, weight, image = found
-        n, o, c, taps = weight.aval.shape
-        if image.aval.shape[:2] != (n, o) or taps != math.prod(p["kernel"]) \
-                or c < MIN_INPUT_CHANNELS:
+        lead = weight.aval.ndim - 3
+        *batch, o, c, taps = weight.aval.shape
+        if image.aval.shape[:lead + 1] != (*batch, o) or taps != math.prod(p["kernel"]) \
+                or c < (MIN_INPUT_CHANNELS if lead == 1 else MIN_GROUP_CHANNELS):
             continue
         (kh, kw), (dh, dw), ((top, bottom), (left, right)) = \
             p["kernel"], p["dilation"], p["padding"]
         padding = ((dh * (kh - 1) - top, dh * (kh - 1) - bottom),
                    (dw * (kw - 1) - left, dw * (kw - 1) - right))
         out = e.outvars[0].aval
-        read = PatchRead((n, o, taps) + out.shape[2:], image.aval.shape, p["kernel"],
+        read = PatchRead((*batch, o, taps) + out.shape[-2:], image.aval.shape, p["kernel"],
                          (1, 1), p["dilation"], padding, False)
-        swapped = Var(ShapedArray((n, c, o, taps), weight.aval.dtype))
-        reversed_taps = Var(ShapedArray((n, c, o, taps), weight.aval.dtype))
-        product = Eqn(chain[-1].primitive, [reversed_taps, image],
-                      {**chain[-1].params, "dimension_numbers": (((2, 3), (1, 2)), ((0,), (0,))),
-                       "rhs_patches": read}, e.outvars, e.source)
-        if window_counts_of(read) != out.shape[2:] or not accepts(product):
+        swapped = Var(ShapedArray((*batch, c, o, taps), weight.aval.dtype))
+        reversed_taps = Var(ShapedArray((*batch, c, o, taps), weight.aval.dtype))
+        axes = tuple(range(lead))
+        product = Eqn(chain[-1].primitive, [reversed_taps, _ungrouped(image, producers)],
+                      {**chain[-1].params, "rhs_patches": read, "dimension_numbers":
+                       (((lead + 1, lead + 2), (lead, lead + 1)), (axes, axes))},
+                      e.outvars, e.source)
+        if window_counts_of(read) != out.shape[-2:] or not accepts(product):
             continue
         replaced[id(e)] = [
-            Eqn(P.transpose_p, [weight], {"permutation": (0, 2, 1, 3)}, [swapped], e.source),
-            Eqn(P.rev_p, [swapped], {"dimensions": (3,)}, [reversed_taps], e.source),
+            Eqn(P.transpose_p, [weight], {"permutation": axes + (lead + 1, lead, lead + 2)},
+                [swapped], e.source),
+            Eqn(P.rev_p, [swapped], {"dimensions": (lead + 2,)}, [reversed_taps], e.source),
             product]
         dropped.update(id(d) for d in chain[1:])
     if not replaced:
@@ -260,7 +270,10 @@ def fuse_col2im(jaxpr: Jaxpr, accepts: Callable[[Eqn], bool]) -> Jaxpr:
         if id(e) in dropped:
             continue
         eqns.extend(replaced.get(id(e), [e]))
-    return Jaxpr(jaxpr.constvars, jaxpr.invars, eqns, jaxpr.outvars)
+    eqns = _merged_group_outputs(eqns, _uses(Jaxpr(jaxpr.constvars, jaxpr.invars, eqns,
+                                                   jaxpr.outvars)))
+    return Jaxpr(jaxpr.constvars, jaxpr.invars, _without_unread_reshapes(eqns, jaxpr.outvars),
+                 jaxpr.outvars)
 
 
 def window_counts_of(read: PatchRead) -> tuple[int, ...]:

@@ -227,10 +227,23 @@ def _pack_dot(eqn: Eqn, producers: dict[int, Eqn], eqns: list[Eqn], packs: Packs
     return _read_broadcasts(eqn, producers)
 
 
+def _fold_reshape(v: Var, read: BatchBroadcast | None, producers: dict[int, Eqn]
+                  ) -> tuple[Var, BatchBroadcast | None]:
+    """(v, read) reading through the reshape producing `v`, if any: a reshape's input holds
+    the same elements in the same order (buffers are dense), so the product reads it with
+    the shape it sees (`read`, or v's own shape with no stride-0 axes)."""
+    eqn = producers.get(id(v))
+    if eqn is None or eqn.primitive.name != "reshape" or not isinstance(eqn.inputs[0], Var):
+        return v, read
+    return eqn.inputs[0], read if read is not None else BatchBroadcast(v.aval.shape, 0)
+
+
 def _read_broadcasts(eqn: Eqn, producers: dict[int, Eqn]) -> Eqn:
-    """`eqn` reading a broadcast operand from the broadcast's input (module docstring)."""
+    """`eqn` reading a broadcast operand from the broadcast's input (module docstring), and
+    the left operand through a reshape (a grouped convolution's dY, its weight)."""
     (_, _), (xb, yb) = eqn.params["dimension_numbers"]
-    x, bx = _fold_broadcast(cast(Var, eqn.inputs[0]), xb, producers)
+    x, bx = _fold_reshape(*_fold_broadcast(cast(Var, eqn.inputs[0]), xb, producers),
+                          producers)
     y, by = cast(Var, eqn.inputs[1]), None
     if "rhs_patches" not in eqn.params:   # else B is an image, read as fuse_patches.py says
         y, by = _fold_broadcast(y, yb, producers)
@@ -339,7 +352,13 @@ def pack_gemm_operands(jaxpr: Jaxpr) -> Jaxpr:
 
 
 def _without_dead_broadcasts(eqns: list[Eqn], jaxpr: Jaxpr) -> list[Eqn]:
-    """`eqns` less the broadcasts that every product now reads from their input."""
-    used = {id(a) for e in eqns for a in e.inputs} | {id(v) for v in jaxpr.outvars}
-    return [e for e in eqns if e.primitive.name != "broadcast_in_dim"
-            or id(e.outvars[0]) in used]
+    """`eqns` less the broadcasts (and reshapes) that every product now reads from their
+    input."""
+    kept = list(eqns)
+    while True:
+        used = {id(a) for e in kept for a in e.inputs} | {id(v) for v in jaxpr.outvars}
+        fewer = [e for e in kept if e.primitive.name not in ("broadcast_in_dim", "reshape")
+                 or id(e.outvars[0]) in used]
+        if len(fewer) == len(kept):
+            return kept
+        kept = fewer

@@ -535,7 +535,8 @@ def pp_gemm(step: GemmStep, names: _Names) -> str:
     shared = step.eqn.params.get("broadcast_operands", (None, None))
     for side, read in zip(("lhs", "rhs"), shared):
         if read is not None:
-            how += f" ({side} shared over {read.leading} batch axes: stride 0)"
+            how += f" ({side} shared over {read.leading} batch axes: stride 0)" \
+                if read.leading else f" ({side} read through a reshape)"
     return (f"  {step.name}: gemm {step.eqn.outvars[0].aval.dtype.short} batch={d.batch} "
             f"m={d.m} n={d.n} k={d.k} ({ins}) -> ({names(step.eqn.outvars[0])})  "
             f"# dot_general {flags} {how}")
