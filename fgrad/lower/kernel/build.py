@@ -29,6 +29,7 @@ from fgrad.lower.kernel.index import (Div, Ix, Mod, Sym, add, clamp, delinearize
 from fgrad.lower.kernel.ir import (AccInit, AccRead, AccUpdate, Cond, Const, Expr, IndexPred,
                                    IndexValue, Kernel, Load, Loop, Op, Param, Stmt, Store,
                                    check_kernel, expr_nodes, expr_syms, kernel_indices)
+from fgrad.lower.kernel.pieces import MIN_INNERMOST_PIECE
 from fgrad.lower.schedule.partition import (REDUCE, KernelStep, Schedule, is_scatter_step,
                                             jaxpr_names)
 
@@ -147,15 +148,28 @@ def _pad(vals: _Values, eqn: Eqn, idx: Index) -> Expr:
     src, conds = [], []
     for i, n, (lo, _, interior) in zip(idx, x.aval.shape, eqn.params["config"], strict=True):
         t, step = add(i, ix_const(-lo)), interior + 1
-        src.append(floordiv(t, step))
         t_lo, t_hi = ix_range(t)
         exact = step == 1 or ix_range(mod(t, step)) == (0, 0)
-        if not (0 <= t_lo and t_hi <= (n - 1) * step and exact):
-            conds.append(Cond(t, 0, (n - 1) * step, step))
+        if 0 <= t_lo and t_hi <= (n - 1) * step and exact:
+            src.append(floordiv(t, step))
+            continue
+        conds.append(Cond(t, 0, (n - 1) * step, step))
+        src.append(floordiv(t, step) if _long_pieces(t_lo, t_hi, (n - 1) * step, step)
+                   else clamp(floordiv(t, step), n - 1))
     inner = vals(x, tuple(src))
     if not conds:
         return inner
     return Op("select", (IndexPred(tuple(conds), dtypes.bool), inner, fill), dtype)
+
+
+def _long_pieces(lo: int, hi: int, last: int, step: int) -> bool:
+    """Whether a pad's condition `0 <= t <= last` cuts t's range [lo, hi] into pieces that
+    a backend renders as loops of their own (pieces.py: then the index is plain in each).
+    Otherwise the pad's index is clamped into its input, which is the same where the
+    condition holds: a reshape below it then sees the input's range and folds its
+    quotients and remainders (a col2im's padded taps read through a reshape)."""
+    parts = [(lo, min(hi, -1)), (max(lo, 0), min(hi, last)), (max(lo, last + 1), hi)]
+    return step == 1 and all(b - a + 1 >= MIN_INNERMOST_PIECE for a, b in parts if b >= a)
 
 
 def _concatenate(vals: _Values, eqn: Eqn, idx: Index) -> Expr:

@@ -232,3 +232,22 @@ def test_only_programs_with_an_implicit_gemm_compile_its_packing_routine() -> No
     from fgrad.lower.llvm.gemm.driver import routine_texts
     assert "pack_b_conv" not in [part for part, _ in routine_texts("float32")]
     assert "pack_b_conv" in [part for part, _ in routine_texts("float32", with_conv=True)]
+
+
+def test_col2im_of_a_stored_product_reads_without_division() -> None:
+    """A few-channel input gradient (W4's 3 channels: the stored product, then one pad per
+    tap summed) reads each tap through a reshape of the padded index; the pad's index is
+    clamped into its input, so the reshape folds to plain strides: no quotient or remainder
+    per element (before: four divisions and moduli per tap)."""
+    x = RNG.standard_normal((2, 3, 16, 16)).astype(np.float32)
+    w = RNG.standard_normal((8, 3, 3, 3)).astype(np.float32)
+    r = RNG.standard_normal((2, 8, 16, 16)).astype(np.float32)
+    grad = fgrad.grad(lambda x, w: (x.conv2d(w, padding=1) * Tensor(r)).sum(), argnums=(0, 1))
+    text = fgrad.jit(grad, backend="llvm").lower(Tensor(x), Tensor(w)).as_text()
+    kernels = text.split("# kernel IR")[1].split("# gemm epilogues")[0]
+    assert "pad add" in text and "in_bounds" in kernels, text
+    assert "//" not in kernels and " % " not in kernels, kernels
+    gx, gw = fgrad.jit(grad, backend="llvm")(Tensor(x), Tensor(w))
+    _, want_gx, want_gw = reference(x, w, r, (1, 1), (1, 1), ((1, 1), (1, 1)))
+    np.testing.assert_allclose(gx.numpy(), want_gx, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(gw.numpy(), want_gw, rtol=1e-4, atol=1e-4)
