@@ -148,6 +148,7 @@ class Kernel:
     params: tuple[Param, ...]
     body: tuple[Stmt, ...]
     row_range: bool = False  # run on a range of its outer loop even when small (epilogues)
+    product: int | None = None   # an epilogue's: the parameter holding the gemm's product
 
     def __str__(self) -> str:
         return pp_kernel(self)

@@ -132,9 +132,10 @@ def _reader_counts(sched: Schedule, kernel_params: dict[int, list[Var]],
 
 
 def _epilogue_of(sched: Schedule, n: int, segment: "Segment | None", kernel: Kernel,
-                 params: list[Var], epilogue_ok: EpilogueTest | None) -> GemmStep | None:
-    """The gemm step that kernel step `n` can run inside as its epilogue: the segment's last
-    call, which the backend accepts. Other steps may read the gemm's output too (W5's
+                 params: list[Var], epilogue_ok: EpilogueTest | None
+                 ) -> tuple[GemmStep, int] | None:
+    """The gemm step that kernel step `n` can run inside as its epilogue (the segment's last
+    call, which the backend accepts) and the kernel's parameter that holds its product. Other steps may read the gemm's output too (W5's
     backward relu mask reads the pre-activation): the buffer planner keeps it alive for
     them, and never gives the kernel's output a buffer that the gemm call still uses (its
     operands count as read by the kernel, `_last_uses`)."""
@@ -146,7 +147,7 @@ def _epilogue_of(sched: Schedule, n: int, segment: "Segment | None", kernel: Ker
     where = [i for i, v in enumerate(params) if v is out and not kernel.params[i].written]
     if len(where) != 1:
         return None
-    return previous if epilogue_ok(previous.eqn, kernel, where[0]) else None
+    return (previous, where[0]) if epilogue_ok(previous.eqn, kernel, where[0]) else None
 
 
 def plan(jaxpr: Jaxpr, half_native: bool = True, native_linalg: bool = True,
@@ -191,9 +192,10 @@ def plan(jaxpr: Jaxpr, half_native: bool = True, native_linalg: bool = True,
             kernels.append(kernel)
             kernel_params[n] = params
             name = kernel.name
-            gemm = _epilogue_of(sched, n, segment, kernel, params, epilogue_ok)
-            if gemm is not None and segment is not None and not call_per_segment:
-                kernels[-1] = replace(kernel, row_range=True)
+            found = _epilogue_of(sched, n, segment, kernel, params, epilogue_ok)
+            if found is not None and segment is not None and not call_per_segment:
+                gemm, product = found
+                kernels[-1] = replace(kernel, row_range=True, product=product)
                 own, slots = segment.calls[-1]
                 segment.calls[-1] = (own, slots + [segment.slot(v) for v in params])
                 segment.allocs.extend(step.outputs)

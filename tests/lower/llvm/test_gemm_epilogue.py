@@ -29,6 +29,9 @@ EPILOGUES = {
     "sigmoid": (lambda x, w, b, r: (x @ w + b).sigmoid(),
                 lambda x, w, b, r: 1 / (1 + np.exp(-(x @ w + b)))),
     "residual": (lambda x, w, b, r: x @ w + r, lambda x, w, b, r: x @ w + r),
+    "residual_first": (lambda x, w, b, r: r + x @ w, lambda x, w, b, r: x @ w + r),
+    "residual_relu": (lambda x, w, b, r: (r + x @ w).relu(),
+                      lambda x, w, b, r: np.maximum(x @ w + r, 0)),
     "bias": (lambda x, w, b, r: b + x @ w, lambda x, w, b, r: x @ w + b),
     "relu": (lambda x, w, b, r: (x @ w).relu(), lambda x, w, b, r: np.maximum(x @ w, 0)),
     "cast_f16": (lambda x, w, b, r: (x @ w + b).cast("float16"),
@@ -55,13 +58,14 @@ def test_fused_epilogue_matches_numpy(name, m, k, n):
     np.testing.assert_allclose(out.astype(np.float64), want, rtol=tol, atol=tol)
 
 
-REGISTER = {"bias_relu": "bias+relu", "bias": "bias", "relu": "relu"}
+REGISTER = {"bias_relu": "bias+relu", "bias": "bias", "relu": "relu", "residual": "residual",
+            "residual_first": "residual", "residual_relu": "residual+relu"}
 
 
 @pytest.mark.parametrize("name", sorted(EPILOGUES))
 def test_register_epilogues_are_named_in_the_printout(name):
-    """bias, relu and bias+relu run in the micro-kernel's registers; the others through
-    the driver's thunk."""
+    """bias, relu, a residual (an (m, n) matrix added) and those with relu run in the
+    micro-kernel's registers; the others through the driver's thunk."""
     text = fgrad.jit(EPILOGUES[name][0], backend="llvm").lower(
         *map(Tensor, _args(64, 32, 48))).as_text()
     line = next(t for t in text.splitlines() if t.startswith("g0 + k1: one native call"))
@@ -89,6 +93,34 @@ def test_register_epilogue_keeps_nan_threads_and_a_shared_product(monkeypatch, t
     got = fgrad.jit(fn, backend="llvm")(Tensor(x), Tensor(w), Tensor(b))
     got = got if shared else (got,)
     z = x.astype(np.float64) @ w + b
+    _check_relu(got, z, x, w, shared)
+
+
+@pytest.mark.parametrize("threads", ["1", "3"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shared", [False, True])
+def test_residual_register_epilogue_keeps_nan_threads_and_a_shared_product(
+        monkeypatch, threads, dtype, shared):
+    """The residual form: the (m, n) matrix is read at each tile's own elements (edge
+    tiles: 300 rows, 97 columns), on every row split."""
+    monkeypatch.setenv("FGRAD_NUM_THREADS", threads)
+    x, w, _, r = (a.astype(dtype) for a in _args(300, 600, 97))
+    x[3, 5] = np.nan
+
+    def fn(x, w, r):
+        y = x @ w
+        out = (r + y).relu()
+        return (out, y * 2.0) if shared else out
+    jitted = fgrad.jit(fn, backend="llvm")
+    if not shared:   # (shared: one kernel writes both outputs, through the thunk)
+        assert "(residual+relu in registers)" in jitted.lower(Tensor(x), Tensor(w),
+                                                              Tensor(r)).as_text()
+    got = jitted(Tensor(x), Tensor(w), Tensor(r))
+    got = got if shared else (got,)
+    _check_relu(got, x.astype(np.float64) @ w + r, x, w, shared)
+
+
+def _check_relu(got, z, x, w, shared):
     want = np.where(np.isnan(z), np.nan, np.maximum(z, 0))
     np.testing.assert_allclose(got[0].numpy(), want, rtol=1e-4, atol=1e-3)
     assert np.isnan(got[0].numpy()[3]).all()

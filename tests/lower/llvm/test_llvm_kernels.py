@@ -141,7 +141,7 @@ kernel k0(out f:f32[4], in a:f32[6]):
     acc0:f32 = identity of add
     for i1 in 0..3:
       t0:bool = in_bounds (0 <= i0 <= 2) && (0 <= i1 - 1 <= 1)
-      t1:f32 = load a[clamp(i0 + 3*i1 - 3, 0, 5)]
+      t1:f32 = load a[clamp(i0, 0, 2) + 3*clamp(i1 - 1, 0, 1)]
       t2:f32 = exp t1
       t3:f32 = select t0 t2 0.0:f32
       acc0 = add acc0 t3

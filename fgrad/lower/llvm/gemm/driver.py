@@ -26,9 +26,10 @@ from llvmlite import ir
 from fgrad.core.dtypes import dtypes
 from fgrad.core.ir import Eqn
 from fgrad.lower.llvm import target
-from fgrad.lower.llvm.gemm.native import (GEMM_TYPES, I64, I8P, KC, MC_TARGET, NC, _c,
-                                          _libc, _loop, _smin, aligned_alloc, micro_args,
-                                          routine_prefix, shared_routines, tile_shape)
+from fgrad.lower.llvm.gemm.native import (GEMM_TYPES, I64, I8P, KC, MC_TARGET, NC,
+                                          RESIDUAL_MODES, _c, _libc, _loop, _smin,
+                                          aligned_alloc, micro_args, routine_prefix,
+                                          shared_routines, tile_shape)
 from fgrad.lower.kernel.ir import Kernel
 from fgrad.lower.llvm.gemm.conv_pack import GEOMETRY, conv_pack_type, render_conv_pack
 from fgrad.lower.llvm.gemm.epilogue import RegisterEpilogue, register_epilogue
@@ -172,6 +173,8 @@ class _Driver:
         n, k, mr, nr = d["n"], d["k"], self.mr, self.nr
         out2 = b.gep(b.inttoptr(d["epi_out"], self.fp), [self._entry_offset])
         bias = b.inttoptr(d["epi_bias"], self.fp)
+        # a residual (a matrix like the product) is read at the tile; a bias at its column
+        residual = b.icmp_signed(">=", d["epi_mode"], _c(min(RESIDUAL_MODES)))
 
         def col_block(jc: ir.Value) -> None:
             nc = _smin(b, d["nc"], b.sub(n, jc))
@@ -195,10 +198,10 @@ class _Driver:
                             rows = _smin(b, _c(mr), b.sub(mc, ir_))
                             asl = b.gep(apack, [b.mul(ir_, kc)], inbounds=True)
                             at = b.add(b.mul(b.add(ic, ir_), n), b.add(jc, jr))
+                            addend = b.select(residual, at, b.add(jc, jr))
                             b.call(self.micro, [kc, asl, bsl, b.gep(c, [at], inbounds=True),
                                                 n, rows, cols, first, mode,
-                                                b.gep(out2, [at]),
-                                                b.gep(bias, [b.add(jc, jr)])])
+                                                b.gep(out2, [at]), b.gep(bias, [addend])])
                         _loop(b, _c(0), mc, mr, row_tile, "ir")
                     _loop(b, _c(0), nc, nr, col_tile, "jr")
                     self._epilogue_rows(ic, mc, pc, kc, jc, nc)

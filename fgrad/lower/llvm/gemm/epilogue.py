@@ -1,14 +1,16 @@
 """Which fused epilogues the GEMM's micro-kernel computes in registers.
 
 In: a gemm's equation and the epilogue kernel fused into its call (`native.epilogue_fits`
-already holds). Out: a `RegisterEpilogue` when the kernel is one of bias, bias + relu or
-relu over the (m, n) product, written into its own output: the micro-kernel then computes
-it on the product's last k-slice, on the tile still in registers, and stores it beside the
-product (`native.EPILOGUE_MODES`); the kernel itself is not run. Else None: the kernel runs
-on each block of final rows through the driver's thunk.
+already holds). Out: a `RegisterEpilogue` when the kernel is one of bias, bias + relu,
+relu, residual or residual + relu over the (m, n) product (a residual: a matrix of the
+product's shape, read at the same element), written into its own output: the micro-kernel
+then computes it on the product's last k-slice, on the tile still in registers, and stores
+it beside the product (`native.EPILOGUE_MODES`); the kernel itself is not run. Else None:
+the kernel runs on each block of final rows through the driver's thunk.
 
-The matched forms are the kernel IR the schedule builds for `x @ w + b`, `(x @ w + b).relu()`
-and `(x @ w).relu()` (relu is `le` then `select`, so a NaN stays NaN, as in the kernel).
+The matched forms are the kernel IR the schedule builds for `x @ w + b`,
+`(x @ w + b).relu()`, `(x @ w).relu()`, `x @ w + r` and `(x @ w + r).relu()` with r
+(m, n) (relu is `le` then `select`, so a NaN stays NaN, as in the kernel).
 """
 from __future__ import annotations
 
@@ -85,6 +87,12 @@ def register_epilogue(eqn: Eqn, kernel: Kernel) -> RegisterEpilogue | None:
     added = _bias_add(value, product, column)
     if added is not None and added[0].buf != added[1].buf:
         mode = EPILOGUE_MODES["bias_relu" if relu else "bias"]
+        return RegisterEpilogue(mode, store.buf, added[1].buf)
+    added = _bias_add(value, product, product)   # which load is the product: its buffer
+    if added is not None and added[0].buf != added[1].buf and kernel.product is not None:
+        added = added if added[0].buf == kernel.product else (added[1], added[0])
+    if added is not None and added[0].buf == kernel.product != added[1].buf:
+        mode = EPILOGUE_MODES["residual_relu" if relu else "residual"]
         return RegisterEpilogue(mode, store.buf, added[1].buf)
     if relu and isinstance(value, Load) and str(value.index) == product:
         return RegisterEpilogue(EPILOGUE_MODES["relu"], store.buf, None)

@@ -22,7 +22,8 @@ small), one pair per call.
 """
 from __future__ import annotations
 
-from typing import Callable
+import functools
+from typing import Callable, Sequence
 
 from llvmlite import ir
 
@@ -91,8 +92,15 @@ def _libc(module: ir.Module, name: str, ret: ir.Type, args: list[ir.Type]) -> ir
 
 
 # The register epilogues the micro-kernel applies on a product's last k-slice (0: none);
-# `register_epilogue` recognizes the kernels they compute.
-EPILOGUE_MODES = {"bias": 1, "bias_relu": 2, "relu": 3}
+# `register_epilogue` recognizes the kernels they compute. "bias" adds a vector per column,
+# "residual" a matrix of the product's shape (read at the tile's own elements).
+EPILOGUE_MODES = {"bias": 1, "bias_relu": 2, "relu": 3, "residual": 4, "residual_relu": 5}
+RESIDUAL_MODES = (EPILOGUE_MODES["residual"], EPILOGUE_MODES["residual_relu"])
+
+
+def _mode_in(b: ir.IRBuilder, mode: ir.Value, codes: Sequence[int]) -> ir.Value:
+    """Whether the i64 `mode` is one of `codes`."""
+    return functools.reduce(b.or_, [b.icmp_signed("==", mode, _c(code)) for code in codes])
 
 
 def aligned_alloc(b: ir.IRBuilder, nbytes: ir.Value) -> ir.Value:
@@ -108,7 +116,7 @@ def micro_args(fp: ir.Type) -> list[ir.Type]:
     return [I64, fp, fp, fp, I64, I64, I64, I1, I64, fp, fp]
 
 
-ROUTINES_VERSION = 12   # bump when the shared routines' code changes (their symbols)
+ROUTINES_VERSION = 13   # bump when the shared routines' code changes (their symbols)
 
 
 class _Routines:
@@ -130,9 +138,11 @@ class _Routines:
         """`void micro(i64 kc, T* a, T* b, T* c, i64 ldc, i64 rows, i64 cols, i1 first,
         i64 mode, T* out2, T* bias)`: the MR x NR tile C[0:rows, 0:cols] (row stride ldc) =
         (first ? 0 : C) + a @ b slivers; with `mode` (`EPILOGUE_MODES`, on the last k-slice)
-        the tile, plus bias[col] and/or through relu, is also stored into out2 (same
-        layout), in registers. `bias` points at the tile's first column of n readable
-        elements even when the mode adds none (its loads are then discarded)."""
+        the tile, plus bias[col] (or, in a residual mode, bias[row * ldc + col]) and/or
+        through relu, is also stored into out2 (same layout), in registers. `bias` points
+        at the tile's first column of n readable elements (a residual mode: the tile's
+        first element in a matrix laid out as C) even when the mode adds none (its loads
+        are then discarded)."""
         fp, mr, nr, lanes = self.fp, self.mr, self.nr, self.lanes
         fty = ir.FunctionType(ir.VoidType(), micro_args(fp))
         fn = ir.Function(self.module, fty, name=f"{self.prefix}_micro")
@@ -142,6 +152,8 @@ class _Routines:
         b = ir.IRBuilder(fn.append_basic_block("entry"))
         with b.if_then(b.icmp_signed(">=", kc, _c(PREFETCH_MIN_K))):
             self._prefetch_tile(b, c, ldc, rows, cols)
+            with b.if_then(_mode_in(b, mode, RESIDUAL_MODES)):
+                self._prefetch_tile(b, bias, ldc, rows, cols, write=0)
         zero = self._zero(self.vt)
         accs = [[zero] * (nr // lanes) for _ in range(mr)]
         p, accs = self._k_loop(b, fn, kc, _c(0), accs, K_UNROLL, "k4")
@@ -151,22 +163,24 @@ class _Routines:
         return fn
 
     def _prefetch_tile(self, b: ir.IRBuilder, c: ir.Value, ldc: ir.Value, rows: ir.Value,
-                       cols: ir.Value) -> None:
+                       cols: ir.Value, write: int = 1) -> None:
         """Ask for the C tile's lines (first and last element of each row, for writing)
         before the k loop, so they arrive while it runs: a tile of a large C is not in
         cache, and its loads and stores after the loop waited for memory (2048^3 on two
         threads 0.87-0.93x the time, 1024^3 0.93-0.97x, in-process A/B), when the k loop
-        is long enough (`PREFETCH_MIN_K`). An edge tile's addresses are clamped into it."""
+        is long enough (`PREFETCH_MIN_K`). An edge tile's addresses are clamped into it.
+        With `write` 0, the lines of a matrix laid out as C that is only read (a residual
+        epilogue's)."""
         i32 = ir.IntType(32)
         prefetch = _libc(self.module, "llvm.prefetch.p0", ir.VoidType(),
                          [I8P, i32, i32, i32])
-        write, keep, data = (ir.Constant(i32, v) for v in (1, 3, 1))
+        rw, keep, data = (ir.Constant(i32, v) for v in (write, 3, 1))
         last_col = b.sub(cols, _c(1))
         for i in range(self.mr):
             row = _smin(b, _c(i), b.sub(rows, _c(1)))
             for col in (_c(0), _smin(b, _c(self.nr - 1), last_col)):
                 at = b.gep(c, [b.add(b.mul(row, ldc), col)], inbounds=True)
-                b.call(prefetch, [b.bitcast(at, I8P), write, keep, data])
+                b.call(prefetch, [b.bitcast(at, I8P), rw, keep, data])
 
     def _k_loop(self, b: ir.IRBuilder, fn: ir.Function, kc: ir.Value, start: ir.Value,
                 accs: list[list[ir.Value]], steps: int, name: str
@@ -213,22 +227,31 @@ class _Routines:
         b.position_at_end(done)
         return p, [list(row) for row in phis]
 
-    def _bias_vectors(self, b: ir.IRBuilder, bias: ir.Value) -> list[ir.Value]:
-        """The tile's NR/L vectors of the bias (read even when the mode adds none)."""
-        vp = self.vt.as_pointer()
-        return [b.load(b.bitcast(b.gep(bias, [_c(v * self.lanes)]), vp), align=self.size)
-                for v in range(self.nr // self.lanes)]
+    def _addend_rows(self, b: ir.IRBuilder, bias: ir.Value, ldc: ir.Value,
+                     mode: ir.Value) -> Callable[[int, int], ir.Value]:
+        """addend(i, v): the vector the epilogue adds to row i's vector v (read even when
+        the mode adds none): the bias vectors, loaded once, or the residual's row."""
+        vp, lanes = self.vt.as_pointer(), self.lanes
+        stride = b.select(_mode_in(b, mode, RESIDUAL_MODES), ldc, _c(0))
+        loaded: dict[tuple[int, int], ir.Value] = {}
+
+        def addend(i: int, v: int) -> ir.Value:
+            if (i, v) not in loaded:
+                at = b.add(b.mul(_c(i), stride), _c(v * lanes))
+                loaded[(i, v)] = b.load(b.bitcast(b.gep(bias, [at]), vp), align=self.size)
+            return loaded[(i, v)]
+        return addend
 
     def _epilogue_tile(self, b: ir.IRBuilder, c: ir.Value, ldc: ir.Value, mode: ir.Value,
                        out2: ir.Value, bias: ir.Value) -> None:
         """A full tile's epilogue into out2, reading back the tile just stored into C."""
         vp = self.vt.as_pointer()
-        biases = self._bias_vectors(b, bias)
+        addend = self._addend_rows(b, bias, ldc, mode)
         for i in range(self.mr):
             for v in range(self.nr // self.lanes):
                 at = b.add(b.mul(_c(i), ldc), _c(v * self.lanes))
                 total = b.load(b.bitcast(b.gep(c, [at], inbounds=True), vp), align=self.size)
-                b.store(self._epilogue(b, total, mode, biases[v]),
+                b.store(self._epilogue(b, total, mode, addend(i, v)),
                         b.bitcast(b.gep(out2, [at]), vp), align=self.size)
 
     def _integer(self) -> bool:
@@ -263,11 +286,10 @@ class _Routines:
         if self._integer():
             return total
         zero = self._zero(total.type)
-        has_bias = b.or_(b.icmp_signed("==", mode, _c(EPILOGUE_MODES["bias"])),
-                         b.icmp_signed("==", mode, _c(EPILOGUE_MODES["bias_relu"])))
-        biased = b.select(has_bias, b.fadd(total, bias), total)
-        relu = b.or_(b.icmp_signed("==", mode, _c(EPILOGUE_MODES["relu"])),
-                     b.icmp_signed("==", mode, _c(EPILOGUE_MODES["bias_relu"])))
+        adds = [code for name, code in EPILOGUE_MODES.items() if name != "relu"]
+        biased = b.select(_mode_in(b, mode, adds), b.fadd(total, bias), total)
+        relu = _mode_in(b, mode, [code for name, code in EPILOGUE_MODES.items()
+                                  if name.endswith("relu")])
         # le then select, as the kernel computes relu: a NaN stays NaN
         clipped = b.select(b.fcmp_ordered("<=", biased, zero), zero, biased)
         return b.select(relu, clipped, biased)
@@ -295,11 +317,11 @@ class _Routines:
                     return ptr, b.select(first, accs[i][v], self._add(b, old, accs[i][v]))
                 with b.if_else(own) as (fused, plain):
                     with fused:
-                        biases = self._bias_vectors(b, bias)
+                        addend = self._addend_rows(b, bias, ldc, mode)
                         for i in range(mr):
                             for v in range(nr // lanes):
                                 ptr, total = total_at(i, v)
-                                b.store(self._epilogue(b, total, mode, biases[v]), ptr,
+                                b.store(self._epilogue(b, total, mode, addend(i, v)), ptr,
                                         align=self.size)
                     with plain:
                         for i in range(mr):
@@ -330,10 +352,12 @@ class _Routines:
                 # the epilogue's output): a branch in the loop above kept LLVM from
                 # vectorizing it (W4's k=27 batched gemm, with a 2-row edge tile per
                 # image, ran 2x slower)
+                stride = b.select(_mode_in(b, mode, RESIDUAL_MODES), ldc, _c(0))
+
                 def epilogue_row(i: ir.Value) -> None:
                     def col(j: ir.Value) -> None:
-                        at = b.add(b.mul(i, ldc), j)
-                        scale = b.load(b.gep(bias, [j]))  # bias has n entries
+                        at = b.add(b.mul(i, ldc), j)   # bias: n entries; a residual: C's
+                        scale = b.load(b.gep(bias, [b.add(b.mul(i, stride), j)]))
                         result = self._epilogue(b, b.load(b.gep(c, [at], inbounds=True)),
                                                 mode, scale)
                         b.store(result, b.gep(out2, [at]))
