@@ -9,11 +9,11 @@ whose params carry `rhs_patches`, a `PatchRead` saying how to read the patches f
 Which products: a 2-d conv_patches of a (N, C, H, W) float image, or (N, G, C/G, H, W) for a
 grouped convolution, as the right operand (only), batched over N (and G), contracted either
 over (C, taps) (a convolution's forward pass: the B matrix is taps x pixels, read plainly)
-or over the output pixels (the weight's gradient: pixels x taps, read transposed). A grouped
-image is the reshape of a (N, C, H, W) tensor, which the product then reads in place, and a
-grouped product's output is written as its reshape to (N, C_out, *out). Anything else (the
-patches returned, reduced, sliced, or grouped by a reshape) keeps the stored patches:
-expand.py expands them.
+or over the output pixels (the weight's gradient: pixels x taps, read transposed). An image
+that is a reshape of another tensor (a grouped one is of its (N, C, H, W) input) is read
+from that tensor in place, and a product's output that only a reshape reads is written as
+that reshape's output. Anything else (the patches returned, reduced, sliced, or grouped by
+a reshape) keeps the stored patches: expand.py expands them.
 
 The input gradient, col2im(transpose(W^T dY)) with W (N, C_out, C_in, taps) and dY
 (N, C_out, OH, OW), is for stride 1 itself a convolution: of dY, padded by
@@ -102,18 +102,18 @@ def fuse_patches(jaxpr: Jaxpr, accepts: Callable[[Eqn], bool]) -> Jaxpr:
     return fuse_col2im(_fuse_forward(jaxpr, accepts), accepts)
 
 
-def _ungrouped(image: Atom, producers: dict[int, Eqn]) -> Atom:
-    """The (N, C, H, W) tensor whose reshape `image` is, when it only splits C into (G, C/G)
-    (a grouped convolution's image: the same memory), else `image`."""
-    source = producers.get(id(image))
-    if not isinstance(image, Var) or source is None or source.primitive.name != "reshape" \
-            or image.aval.ndim != 5:
-        return image
-    x = source.inputs[0]
-    if not isinstance(x, Var) or x.aval.ndim != 4:
-        return image
-    n, g, c, h, w = image.aval.shape
-    return x if x.aval.shape == (n, g * c, h, w) else image
+def _unreshaped(image: Atom, producers: dict[int, Eqn]) -> Atom:
+    """The tensor that `image` is a reshape (or a chain of them) of, else `image`: a reshape
+    of a dense buffer holds its elements in the same order, so a product reads the source
+    in place with the image's shape (a grouped convolution's (N, G, C/G, H, W) view of its
+    input, an image reshaped from a dense layer's output)."""
+    while isinstance(image, Var):
+        source = producers.get(id(image))
+        if source is None or source.primitive.name != "reshape" \
+                or not isinstance(source.inputs[0], Var):
+            break
+        image = source.inputs[0]
+    return image
 
 
 def _fuse_forward(jaxpr: Jaxpr, accepts: Callable[[Eqn], bool]) -> Jaxpr:
@@ -131,7 +131,7 @@ def _fuse_forward(jaxpr: Jaxpr, accepts: Callable[[Eqn], bool]) -> Jaxpr:
             read = _read_of(e, use)
             if read is None:
                 break
-            image = _ungrouped(e.inputs[0], producers)
+            image = _unreshaped(e.inputs[0], producers)
             fused = Eqn(use.primitive, [use.inputs[0], image],
                         {**use.params, "rhs_patches": read}, use.outvars, use.source)
             if not accepts(fused):
@@ -144,28 +144,24 @@ def _fuse_forward(jaxpr: Jaxpr, accepts: Callable[[Eqn], bool]) -> Jaxpr:
     if not dropped:
         return jaxpr
     eqns = [replaced.get(id(e), e) for e in jaxpr.eqns if id(e) not in dropped]
-    eqns = _merged_group_outputs(eqns, _uses(Jaxpr(jaxpr.constvars, jaxpr.invars, eqns,
+    eqns = _merged_reshaped_outputs(eqns, _uses(Jaxpr(jaxpr.constvars, jaxpr.invars, eqns,
                                                    jaxpr.outvars)))
     return Jaxpr(jaxpr.constvars, jaxpr.invars, _without_unread_reshapes(eqns, jaxpr.outvars),
                  jaxpr.outvars)
 
 
-def _merged_group_outputs(eqns: list[Eqn], uses: dict[int, list[Eqn]]) -> list[Eqn]:
-    """A grouped product's output (N, G, C_out/G, *out), read only by its reshape to
-    (N, C_out, *out), is written as that reshape's output: the same memory, no copy."""
+def _merged_reshaped_outputs(eqns: list[Eqn], uses: dict[int, list[Eqn]]) -> list[Eqn]:
+    """A product that reads an image, whose output (a grouped one's (N, G, C_out/G, *out))
+    only a reshape reads (to (N, C_out, *out)), is written as that reshape's output: the
+    same memory, no copy."""
     merged: dict[int, Eqn] = {}
     reshapes: set[int] = set()
     for e in eqns:
-        read = e.params.get("rhs_patches")
-        if read is None or len(read.image) != 5:
+        if "rhs_patches" not in e.params:
             continue
-        out = e.outvars[0]
-        readers = uses.get(id(out), [])
-        if len(readers) != 1 or readers[0].primitive is None \
-                or readers[0].primitive.name != "reshape":
-            continue
-        n, g, o, *spatial = out.aval.shape
-        if readers[0].outvars[0].aval.shape == (n, g * o, *spatial):
+        readers = uses.get(id(e.outvars[0]), [])
+        if len(readers) == 1 and readers[0].primitive is not None \
+                and readers[0].primitive.name == "reshape":
             merged[id(e)] = Eqn(e.primitive, e.inputs, e.params, readers[0].outvars, e.source)
             reshapes.add(id(readers[0]))
     return [merged.get(id(e), e) for e in eqns if id(e) not in reshapes]
@@ -251,7 +247,7 @@ def fuse_col2im(jaxpr: Jaxpr, accepts: Callable[[Eqn], bool]) -> Jaxpr:
         swapped = Var(ShapedArray((*batch, c, o, taps), weight.aval.dtype))
         reversed_taps = Var(ShapedArray((*batch, c, o, taps), weight.aval.dtype))
         axes = tuple(range(lead))
-        product = Eqn(chain[-1].primitive, [reversed_taps, _ungrouped(image, producers)],
+        product = Eqn(chain[-1].primitive, [reversed_taps, _unreshaped(image, producers)],
                       {**chain[-1].params, "rhs_patches": read, "dimension_numbers":
                        (((lead + 1, lead + 2), (lead, lead + 1)), (axes, axes))},
                       e.outvars, e.source)
@@ -270,7 +266,7 @@ def fuse_col2im(jaxpr: Jaxpr, accepts: Callable[[Eqn], bool]) -> Jaxpr:
         if id(e) in dropped:
             continue
         eqns.extend(replaced.get(id(e), [e]))
-    eqns = _merged_group_outputs(eqns, _uses(Jaxpr(jaxpr.constvars, jaxpr.invars, eqns,
+    eqns = _merged_reshaped_outputs(eqns, _uses(Jaxpr(jaxpr.constvars, jaxpr.invars, eqns,
                                                    jaxpr.outvars)))
     return Jaxpr(jaxpr.constvars, jaxpr.invars, _without_unread_reshapes(eqns, jaxpr.outvars),
                  jaxpr.outvars)

@@ -251,3 +251,29 @@ def test_col2im_of_a_stored_product_reads_without_division() -> None:
     _, want_gx, want_gw = reference(x, w, r, (1, 1), (1, 1), ((1, 1), (1, 1)))
     np.testing.assert_allclose(gx.numpy(), want_gx, rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(gw.numpy(), want_gw, rtol=1e-4, atol=1e-4)
+
+
+def test_an_image_reshaped_from_a_dense_output_is_read_in_place() -> None:
+    """A generator's `(h @ W).reshape(N, C, H, W)` feeds the conv: the product reads the
+    dense output in place, and the conv's output reshape is its own output: two GEMMs and
+    no copy kernel, forward and gradients against NumPy."""
+    h = RNG.standard_normal((6, 16)).astype(np.float32)
+    wd = RNG.standard_normal((16, 2 * 8 * 8)).astype(np.float32)
+    k = RNG.standard_normal((4, 2, 3, 3)).astype(np.float32)
+    r = RNG.standard_normal((6, 4 * 8 * 8)).astype(np.float32)
+
+    def gen(h: Tensor, wd: Tensor, k: Tensor) -> Tensor:
+        return (h @ wd).reshape(6, 2, 8, 8).conv2d(k, padding=1).reshape(6, -1)
+
+    text = _schedule(gen, Tensor(h), Tensor(wd), Tensor(k))
+    assert ": kernel " not in text and text.count(": gemm ") == 2, text
+    x = (h.astype(np.float64) @ wd).reshape(6, 2, 8, 8)
+    want, gx, gk = reference(x, k, r.reshape(6, 4, 8, 8), (1, 1), (1, 1), ((1, 1), (1, 1)))
+    out = fgrad.jit(gen, backend="llvm")(Tensor(h), Tensor(wd), Tensor(k)).numpy()
+    np.testing.assert_allclose(out, want.reshape(6, -1), rtol=2e-4, atol=2e-4)
+    grads = fgrad.jit(fgrad.grad(lambda h, wd, k: (gen(h, wd, k) * Tensor(r)).sum(),
+                                 argnums=(0, 1, 2)), backend="llvm")(
+        Tensor(h), Tensor(wd), Tensor(k))
+    flat = gx.reshape(6, -1)
+    for got, expected in zip(grads, (flat @ wd.T, h.T.astype(np.float64) @ flat, gk)):
+        np.testing.assert_allclose(got.numpy(), expected, rtol=2e-4, atol=2e-4)
