@@ -135,10 +135,11 @@ def _epilogue_of(sched: Schedule, n: int, segment: "Segment | None", kernel: Ker
                  params: list[Var], epilogue_ok: EpilogueTest | None
                  ) -> tuple[GemmStep, int] | None:
     """The gemm step that kernel step `n` can run inside as its epilogue (the segment's last
-    call, which the backend accepts) and the kernel's parameter that holds its product. Other steps may read the gemm's output too (W5's
-    backward relu mask reads the pre-activation): the buffer planner keeps it alive for
-    them, and never gives the kernel's output a buffer that the gemm call still uses (its
-    operands count as read by the kernel, `_last_uses`)."""
+    call, which the backend accepts) and the kernel's parameter that holds its product.
+    Other steps may read the gemm's output too (W5's backward relu mask reads the
+    pre-activation): the buffer planner keeps it alive for them, and never gives the
+    kernel's output a buffer that the gemm call still uses (its operands count as read by
+    the kernel, `_last_uses`)."""
     previous = sched.steps[n - 1] if n else None
     if epilogue_ok is None or segment is None or not isinstance(previous, GemmStep) \
             or segment.calls[-1][0] != previous.name:

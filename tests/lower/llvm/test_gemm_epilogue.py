@@ -78,49 +78,29 @@ def test_register_epilogues_are_named_in_the_printout(name):
 @pytest.mark.parametrize("threads", ["1", "3"])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("shared", [False, True])
+@pytest.mark.parametrize("addend", ["bias", "residual"])
 def test_register_epilogue_keeps_nan_threads_and_a_shared_product(monkeypatch, threads,
-                                                                   dtype, shared):
+                                                                   dtype, shared, addend):
     """NaN through relu stays NaN (le then select, as the kernel); with `shared`, a later
-    step reads the product too, so it is stored beside the epilogue's output."""
+    step reads the product too, so it is stored beside the epilogue's output. The residual
+    (an (m, n) matrix, added first) is read at each tile's own elements (edge tiles: 300
+    rows, 97 columns), on every row split."""
     monkeypatch.setenv("FGRAD_NUM_THREADS", threads)
-    x, w, b, _ = (a.astype(dtype) for a in _args(300, 600, 97))
+    x, w, b, r = (a.astype(dtype) for a in _args(300, 600, 97))
     x[3, 5] = np.nan
+    add = b if addend == "bias" else r
 
-    def fn(x, w, b):
+    def fn(x, w, add):
         y = x @ w
-        out = (y + b).relu()
-        return (out, y * 2.0) if shared else out
-    got = fgrad.jit(fn, backend="llvm")(Tensor(x), Tensor(w), Tensor(b))
-    got = got if shared else (got,)
-    z = x.astype(np.float64) @ w + b
-    _check_relu(got, z, x, w, shared)
-
-
-@pytest.mark.parametrize("threads", ["1", "3"])
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize("shared", [False, True])
-def test_residual_register_epilogue_keeps_nan_threads_and_a_shared_product(
-        monkeypatch, threads, dtype, shared):
-    """The residual form: the (m, n) matrix is read at each tile's own elements (edge
-    tiles: 300 rows, 97 columns), on every row split."""
-    monkeypatch.setenv("FGRAD_NUM_THREADS", threads)
-    x, w, _, r = (a.astype(dtype) for a in _args(300, 600, 97))
-    x[3, 5] = np.nan
-
-    def fn(x, w, r):
-        y = x @ w
-        out = (r + y).relu()
+        out = (y + add).relu() if addend == "bias" else (add + y).relu()
         return (out, y * 2.0) if shared else out
     jitted = fgrad.jit(fn, backend="llvm")
     if not shared:   # (shared: one kernel writes both outputs, through the thunk)
-        assert "(residual+relu in registers)" in jitted.lower(Tensor(x), Tensor(w),
-                                                              Tensor(r)).as_text()
-    got = jitted(Tensor(x), Tensor(w), Tensor(r))
+        assert f"({addend}+relu in registers)" in jitted.lower(Tensor(x), Tensor(w),
+                                                               Tensor(add)).as_text()
+    got = jitted(Tensor(x), Tensor(w), Tensor(add))
     got = got if shared else (got,)
-    _check_relu(got, x.astype(np.float64) @ w + r, x, w, shared)
-
-
-def _check_relu(got, z, x, w, shared):
+    z = x.astype(np.float64) @ w + add
     want = np.where(np.isnan(z), np.nan, np.maximum(z, 0))
     np.testing.assert_allclose(got[0].numpy(), want, rtol=1e-4, atol=1e-3)
     assert np.isnan(got[0].numpy()[3]).all()
