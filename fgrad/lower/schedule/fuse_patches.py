@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 from fgrad.core.dtypes import dtypes
 from fgrad.core.ir import Atom, Eqn, Jaxpr, ShapedArray, Var
+from fgrad.lower.schedule.gemm_layout import without_unread_views
 
 PLAIN_CONTRACT, TRANSPOSED_CONTRACT = (1, 2), (3, 4)
 # An input gradient's product has one row per input channel; with fewer, packing dY's
@@ -143,10 +144,16 @@ def _fuse_forward(jaxpr: Jaxpr, accepts: Callable[[Eqn], bool]) -> Jaxpr:
                 dropped.add(id(e))
     if not dropped:
         return jaxpr
-    eqns = [replaced.get(id(e), e) for e in jaxpr.eqns if id(e) not in dropped]
+    return _rewritten(jaxpr, [replaced.get(id(e), e) for e in jaxpr.eqns
+                              if id(e) not in dropped])
+
+
+def _rewritten(jaxpr: Jaxpr, eqns: list[Eqn]) -> Jaxpr:
+    """`jaxpr` with `eqns`, reshaped outputs merged into their products and the reshapes
+    nothing reads any more dropped."""
     eqns = _merged_reshaped_outputs(eqns, _uses(Jaxpr(jaxpr.constvars, jaxpr.invars, eqns,
                                                    jaxpr.outvars)))
-    return Jaxpr(jaxpr.constvars, jaxpr.invars, _without_unread_reshapes(eqns, jaxpr.outvars),
+    return Jaxpr(jaxpr.constvars, jaxpr.invars, without_unread_views(eqns, jaxpr.outvars),
                  jaxpr.outvars)
 
 
@@ -165,14 +172,6 @@ def _merged_reshaped_outputs(eqns: list[Eqn], uses: dict[int, list[Eqn]]) -> lis
             merged[id(e)] = Eqn(e.primitive, e.inputs, e.params, readers[0].outvars, e.source)
             reshapes.add(id(readers[0]))
     return [merged.get(id(e), e) for e in eqns if id(e) not in reshapes]
-
-
-def _without_unread_reshapes(eqns: list[Eqn], outvars: list) -> list[Eqn]:
-    """`eqns` without the reshapes nothing reads any more (a grouped image's, once its
-    products read the ungrouped tensor)."""
-    read = {id(a) for e in eqns for a in e.inputs} | {id(v) for v in outvars}
-    return [e for e in eqns
-            if e.primitive.name != "reshape" or id(e.outvars[0]) in read]
 
 
 def _col2im_product(col2im: Eqn, uses: dict[int, list[Eqn]], producers: dict[int, Eqn]
@@ -266,10 +265,7 @@ def fuse_col2im(jaxpr: Jaxpr, accepts: Callable[[Eqn], bool]) -> Jaxpr:
         if id(e) in dropped:
             continue
         eqns.extend(replaced.get(id(e), [e]))
-    eqns = _merged_reshaped_outputs(eqns, _uses(Jaxpr(jaxpr.constvars, jaxpr.invars, eqns,
-                                                   jaxpr.outvars)))
-    return Jaxpr(jaxpr.constvars, jaxpr.invars, _without_unread_reshapes(eqns, jaxpr.outvars),
-                 jaxpr.outvars)
+    return _rewritten(jaxpr, eqns)
 
 
 def window_counts_of(read: PatchRead) -> tuple[int, ...]:

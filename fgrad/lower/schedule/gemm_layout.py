@@ -347,16 +347,16 @@ def pack_gemm_operands(jaxpr: Jaxpr) -> Jaxpr:
         eqns.append(e)
     if len(eqns) == len(jaxpr.eqns) and all(a is b for a, b in zip(eqns, jaxpr.eqns)):
         return jaxpr
-    return Jaxpr(jaxpr.constvars, jaxpr.invars, _without_dead_broadcasts(eqns, jaxpr),
+    return Jaxpr(jaxpr.constvars, jaxpr.invars, without_unread_views(eqns, jaxpr.outvars),
                  jaxpr.outvars)
 
 
-def _without_dead_broadcasts(eqns: list[Eqn], jaxpr: Jaxpr) -> list[Eqn]:
-    """`eqns` less the broadcasts (and reshapes) that every product now reads from their
-    input."""
+def without_unread_views(eqns: list[Eqn], outvars: list) -> list[Eqn]:
+    """`eqns` less the broadcasts and reshapes nothing reads any more (every product now
+    reads their input), repeated until none is left (a reshape feeding such a broadcast)."""
     kept = list(eqns)
     while True:
-        used = {id(a) for e in kept for a in e.inputs} | {id(v) for v in jaxpr.outvars}
+        used = {id(a) for e in kept for a in e.inputs} | {id(v) for v in outvars}
         fewer = [e for e in kept if e.primitive.name not in ("broadcast_in_dim", "reshape")
                  or id(e.outvars[0]) in used]
         if len(fewer) == len(kept):

@@ -174,7 +174,8 @@ class _Driver:
         out2 = b.gep(b.inttoptr(d["epi_out"], self.fp), [self._entry_offset])
         bias = b.inttoptr(d["epi_bias"], self.fp)
         # a residual (a matrix like the product) is read at the tile; a bias at its column
-        residual = b.icmp_signed(">=", d["epi_mode"], _c(min(RESIDUAL_MODES)))
+        residual = functools.reduce(b.or_, [b.icmp_signed("==", d["epi_mode"], _c(mode))
+                                            for mode in RESIDUAL_MODES])
 
         def col_block(jc: ir.Value) -> None:
             nc = _smin(b, d["nc"], b.sub(n, jc))
