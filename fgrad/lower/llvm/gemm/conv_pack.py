@@ -11,10 +11,10 @@ B(row, col) is patches[c, tap, pixel] with (c, tap) the row and the pixel the co
 gradient). Element: image[c, oh*sh - ph + kh*dh, ow*sw - pw + kw*dw], zero outside the
 image (the padding). Per call, i32 tables give each of the kc rows and each column of the
 slivers its part of the address and bounds (filled by counters, no division per entry);
-per row of a sliver, one masked load when the sliver's pixels are consecutive input pixels
-of one row (stride 1, the sliver within one output row: most slivers of a forward conv),
-else a masked gather. Offsets are 32-bit: fuse_patches.py admits images of < 2^31
-elements per batch entry.
+per row of a sliver, when its pixels are consecutive input pixels of one row (stride 1, the
+sliver within one output row: most slivers of a forward conv), one plain load (a masked
+one at the image's left or right edge, zeros in its padding rows), else a masked gather.
+Offsets are 32-bit: fuse_patches.py admits images of < 2^31 elements per batch entry.
 """
 from __future__ import annotations
 
@@ -93,7 +93,7 @@ class _ConvPack:
             contiguous = b.and_(b.not_(transposed), self._one_input_run(start, limit))
             with b.if_else(contiguous) as (then, otherwise):
                 with then:
-                    self._rows(out, kc, rows, lanes, valid, self._load_run)
+                    self._run_rows(out, kc, rows, lanes)
                 with otherwise:
                     self._rows(out, kc, rows, lanes, valid, self._gather)
         _loop(b, _c(0), count, 1, sliver, "sl")
@@ -189,12 +189,46 @@ class _ConvPack:
                     align=self.size)
         _loop(b, _c(0), kc, 1, row, "row")
 
-    def _load_run(self, offsets: ir.Value, mask: ir.Value) -> ir.Value:
-        b = self.b
-        first = b.sext(b.extract_element(offsets, ir.Constant(I32, 0)), I64)
-        pointer = b.bitcast(b.gep(self.image, [first]), self.vec.as_pointer())
-        return b.call(self.masked_load, [pointer, ir.Constant(I32, self.size), mask,
-                                         ir.Constant(self.vec, None)])
+    def _run_rows(self, out: ir.Value, kc: ir.Value, tables: list[ir.Value],
+                  lanes: tuple[ir.Value, ...]) -> None:
+        """out[p] for p in [0, kc) of a sliver of nr consecutive input pixels of one row
+        (`_one_input_run`, every lane inside the panel): one plain vector load where the
+        row's pixels are all inside the image, zeros where its input row is padding, else
+        a load masked by column. Tests of scalars, as masks of several conditions cost
+        LLVM ~25 instructions per row (it packs i1 vectors to bytes and back)."""
+        b, g, vp = self.b, self.g, self.vec.as_pointer()
+        at0, h0, w0 = (b.extract_element(lane, ir.Constant(I32, 0)) for lane in lanes)
+        height, width = (b.trunc(g[n], I32) for n in ("conv_h", "conv_w"))
+        last = ir.Constant(I32, self.nr)
+
+        def row(p: ir.Value) -> None:
+            at, dh, dw = (b.load(b.gep(t, [p])) for t in tables)
+            iw = b.add(w0, dw)
+            pointer = b.bitcast(b.gep(self.image, [b.sext(b.add(at0, at), I64)]), vp)
+            dest = b.bitcast(b.gep(out, [b.mul(p, _c(self.nr))]), vp)
+            row_inside = b.icmp_unsigned("<", b.add(h0, dh), height)
+            columns_inside = b.and_(b.icmp_signed(">=", iw, ir.Constant(I32, 0)),
+                                    b.icmp_signed("<=", b.add(iw, last), width))
+            with b.if_else(b.and_(row_inside, columns_inside)) as (whole, part):
+                with whole:
+                    b.store(b.load(pointer, align=self.size), dest, align=self.size)
+                with part:
+                    self._part_row(pointer, dest, row_inside, b.add(lanes[2], self._splat(dw)))
+        _loop(b, _c(0), kc, 1, row, "run")
+
+    def _part_row(self, pointer: ir.Value, dest: ir.Value, row_inside: ir.Value,
+                  columns: ir.Value) -> None:
+        """A run's row that is not all inside: zeros (its input row is padding) or the
+        columns inside the image, read by a masked load."""
+        b, zero = self.b, ir.Constant(self.vec, None)
+        with b.if_else(row_inside) as (inside, padding):
+            with inside:
+                width = self._splat(b.trunc(self.g["conv_w"], I32))
+                mask = b.icmp_unsigned("<", columns, width)
+                b.store(b.call(self.masked_load, [pointer, ir.Constant(I32, self.size), mask,
+                                                  zero]), dest, align=self.size)
+            with padding:
+                b.store(zero, dest, align=self.size)
 
     def _gather(self, offsets: ir.Value, mask: ir.Value) -> ir.Value:
         b = self.b
