@@ -7,7 +7,7 @@ whose every use is such a product replaced: each product becomes a dot_general o
 whose params carry `rhs_patches`, a `PatchRead` saying how to read the patches from it.
 
 Which products: a 2-d conv_patches of a (N, C, H, W) float image, or (N, G, C/G, H, W) for a
-grouped convolution, as the right operand (only), batched over N (and G), contracted either
+grouped convolution (1-d: (N, C, L) or (N, G, C/G, L), read as H = 1), as the right operand (only), batched over N (and G), contracted either
 over (C, taps) (a convolution's forward pass: the B matrix is taps x pixels, read plainly)
 or over the output pixels (the weight's gradient: pixels x taps, read transposed). An image
 that is a reshape of another tensor (a grouped one is of its (N, C, H, W) input) is read
@@ -50,34 +50,51 @@ MAX_IMAGE_ELEMENTS = 2 ** 31 - 2 ** 20   # the packing routine's offsets are 32-
 class PatchRead:
     """The patches (N, C, KH*KW, OH, OW) of a (N, C, H, W) image, read by a GEMM as its B
     operand: plainly (rows (c, tap), columns pixels) or `transposed` (rows pixels). A
-    grouped convolution's image is (N, G, C/G, H, W): two batch axes."""
+    grouped convolution's image is (N, G, C/G, H, W): two batch axes. A 1-d convolution's
+    patches (N, C, K, OL) of a (N, C, L) image are read as those of a (N, C, 1, L) image
+    (`planar`)."""
 
     shape: tuple[int, ...]
     image: tuple[int, ...]
-    kernel: tuple[int, int]
-    stride: tuple[int, int]
-    dilation: tuple[int, int]
-    padding: tuple[tuple[int, int], tuple[int, int]]
+    kernel: tuple[int, ...]
+    stride: tuple[int, ...]
+    dilation: tuple[int, ...]
+    padding: tuple[tuple[int, int], ...]
     transposed: bool
 
     def __repr__(self) -> str:
         return (f"patches(kernel={self.kernel}, stride={self.stride}, dilation="
                 f"{self.dilation}, padding={self.padding}{', transposed' * self.transposed})")
 
+    @property
+    def lead(self) -> int:
+        """The image's batch axes: N, or (N, G) for groups."""
+        return len(self.image) - 1 - len(self.kernel)
+
+    def planar(self) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...],
+                              tuple[int, ...], tuple[tuple[int, int], ...]]:
+        """((H, W), kernel, stride, dilation, padding) as a 2-d convolution: a 1-d one's
+        with a first spatial axis of 1 (kernel 1, stride 1, dilation 1, no padding)."""
+        lift = 2 - len(self.kernel)
+        return (((1,) * lift + self.image[-len(self.kernel):]), (1,) * lift + self.kernel,
+                (1,) * lift + self.stride, (1,) * lift + self.dilation,
+                ((0, 0),) * lift + self.padding)
+
 
 def _read_of(patches: Eqn, use: Eqn) -> PatchRead | None:
     """How `use` (a dot_general) would read `patches` in place, or None."""
     x = patches.inputs[0]
     p = patches.params
-    lead = x.aval.ndim - 3 if isinstance(x, Var) else 0   # N, or (N, G) for groups
-    if use.primitive.name != "dot_general" or lead not in (1, 2) or len(p["kernel"]) != 2 \
+    spatial = len(p["kernel"])
+    lead = x.aval.ndim - 1 - spatial if isinstance(x, Var) else 0   # N, or (N, G)
+    if use.primitive.name != "dot_general" or lead not in (1, 2) or spatial not in (1, 2) \
             or x.aval.dtype not in (dtypes.float32, dtypes.float64) \
             or math.prod(x.aval.shape[lead:]) >= MAX_IMAGE_ELEMENTS \
             or use.inputs[1] is not patches.outvars[0] or use.inputs[0] is use.inputs[1]:
         return None
     (_, rhs_contract), (_, rhs_batch) = use.params["dimension_numbers"]
     plain, transposed = (tuple(a + lead - 1 for a in axes)
-                         for axes in (PLAIN_CONTRACT, TRANSPOSED_CONTRACT))
+                         for axes in (PLAIN_CONTRACT, TRANSPOSED_CONTRACT[:spatial]))
     if tuple(rhs_batch) != tuple(range(lead)) or tuple(rhs_contract) not in (plain, transposed):
         return None
     return PatchRead(patches.outvars[0].aval.shape, x.aval.shape, p["kernel"], p["stride"],
@@ -178,12 +195,13 @@ def _col2im_product(col2im: Eqn, uses: dict[int, list[Eqn]], producers: dict[int
                     ) -> tuple[list[Eqn], Var, Var] | None:
     """For col2im(transpose?(dot_general(dY, W))) computing an input gradient: the
     equations it replaces, the weight operand (N, O, C, taps) and dY (N, O, OH, OW); for a
-    grouped convolution (N, G, O, C, taps) and (N, G, O, OH, OW)."""
+    grouped convolution (N, G, O, C, taps) and (N, G, O, OH, OW); 1-d: dY (N, O, OL)."""
     chain = [col2im]
     v = col2im.inputs[0]
-    lead = v.aval.ndim - 4 if isinstance(v, Var) else 0   # batch axes: N, or (N, G)
+    spatial = len(col2im.params["kernel"])
+    lead = v.aval.ndim - 2 - spatial if isinstance(v, Var) else 0   # N, or (N, G)
     eqn = producers.get(id(v))
-    perm = tuple(range(lead + 4))
+    perm = tuple(range(lead + 2 + spatial))
     if eqn is not None and eqn.primitive.name == "transpose":
         perm = tuple(eqn.params["permutation"])
         chain.append(eqn)
@@ -198,16 +216,19 @@ def _col2im_product(col2im: Eqn, uses: dict[int, list[Eqn]], producers: dict[int
     (xc, yc), (xb, yb) = eqn.params["dimension_numbers"]
     x, y = eqn.inputs
     batch = tuple(range(lead))
-    if not (isinstance(x, Var) and isinstance(y, Var) and x.aval.ndim == y.aval.ndim == lead + 3
-            and tuple(xc) == tuple(yc) == (lead,) and tuple(xb) == tuple(yb) == batch):
+    if not (isinstance(x, Var) and isinstance(y, Var) and tuple(xc) == tuple(yc) == (lead,)
+            and tuple(xb) == tuple(yb) == batch):
         return None
-    # product axes: (batch, x's two free axes, y's two); col2im reads them as
-    # (batch, C, taps, OH, OW): the weight's free axes first, then dY's
-    if perm == batch + (lead, lead + 1, lead + 2, lead + 3):
+    # product axes: (batch, x's free axes, y's); col2im reads them as (batch, C, taps,
+    # *out): the weight's two free axes first, then dY's spatial ones
+    if perm == tuple(range(lead + 2 + spatial)):
         weight, image = x, y
-    elif perm == batch + (lead + 2, lead + 3, lead, lead + 1):
+    elif perm == batch + (lead + spatial, lead + spatial + 1) + \
+            tuple(range(lead, lead + spatial)):
         weight, image = y, x
     else:
+        return None
+    if weight.aval.ndim != lead + 3 or image.aval.ndim != lead + 1 + spatial:
         return None
     return chain, weight, image
 
@@ -223,8 +244,9 @@ def fuse_col2im(jaxpr: Jaxpr, accepts: Callable[[Eqn], bool]) -> Jaxpr:
     dropped: set[int] = set()
     for e in jaxpr.eqns:
         p = e.params
-        if e.primitive.name != "conv_patches_transpose" or len(p["kernel"]) != 2 \
-                or p["stride"] != (1, 1) \
+        spatial = len(p.get("kernel", ()))
+        if e.primitive.name != "conv_patches_transpose" or spatial not in (1, 2) \
+                or any(s != 1 for s in p["stride"]) \
                 or e.outvars[0].aval.dtype not in (dtypes.float32, dtypes.float64):
             continue
         found = _col2im_product(e, uses, producers)
@@ -236,13 +258,11 @@ def fuse_col2im(jaxpr: Jaxpr, accepts: Callable[[Eqn], bool]) -> Jaxpr:
         if image.aval.shape[:lead + 1] != (*batch, o) or taps != math.prod(p["kernel"]) \
                 or c < (MIN_INPUT_CHANNELS if lead == 1 else MIN_GROUP_CHANNELS):
             continue
-        (kh, kw), (dh, dw), ((top, bottom), (left, right)) = \
-            p["kernel"], p["dilation"], p["padding"]
-        padding = ((dh * (kh - 1) - top, dh * (kh - 1) - bottom),
-                   (dw * (kw - 1) - left, dw * (kw - 1) - right))
+        padding = tuple((d * (k - 1) - lo, d * (k - 1) - hi) for k, d, (lo, hi)
+                        in zip(p["kernel"], p["dilation"], p["padding"], strict=True))
         out = e.outvars[0].aval
-        read = PatchRead((*batch, o, taps) + out.shape[-2:], image.aval.shape, p["kernel"],
-                         (1, 1), p["dilation"], padding, False)
+        read = PatchRead((*batch, o, taps) + out.shape[-spatial:], image.aval.shape,
+                         p["kernel"], (1,) * spatial, p["dilation"], padding, False)
         swapped = Var(ShapedArray((*batch, c, o, taps), weight.aval.dtype))
         reversed_taps = Var(ShapedArray((*batch, c, o, taps), weight.aval.dtype))
         axes = tuple(range(lead))
@@ -250,7 +270,7 @@ def fuse_col2im(jaxpr: Jaxpr, accepts: Callable[[Eqn], bool]) -> Jaxpr:
                       {**chain[-1].params, "rhs_patches": read, "dimension_numbers":
                        (((lead + 1, lead + 2), (lead, lead + 1)), (axes, axes))},
                       e.outvars, e.source)
-        if window_counts_of(read) != out.shape[-2:] or not accepts(product):
+        if window_counts_of(read) != out.shape[-spatial:] or not accepts(product):
             continue
         replaced[id(e)] = [
             Eqn(P.transpose_p, [weight], {"permutation": axes + (lead + 1, lead, lead + 2)},
@@ -271,5 +291,5 @@ def fuse_col2im(jaxpr: Jaxpr, accepts: Callable[[Eqn], bool]) -> Jaxpr:
 def window_counts_of(read: PatchRead) -> tuple[int, ...]:
     """The output spatial shape of the patches `read` describes."""
     from fgrad.core.prims.patches import patch_geometry
-    return patch_geometry(read.image[-2:], read.kernel, read.stride, read.dilation,
-                          read.padding)[1]
+    return patch_geometry(read.image[-len(read.kernel):], read.kernel, read.stride,
+                          read.dilation, read.padding)[1]
