@@ -6,17 +6,17 @@ routine has a conv mode, gemm/conv_pack.py). Out: the Jaxpr with each conv_patch
 whose every use is such a product replaced: each product becomes a dot_general on the image
 whose params carry `rhs_patches`, a `PatchRead` saying how to read the patches from it.
 
-Which products: a 2-d conv_patches of a (N, C, H, W) float image, or (N, G, C/G, H, W) for a
-grouped convolution (1-d: (N, C, L) or (N, G, C/G, L), read as H = 1), as the right operand (only), batched over N (and G), contracted either
-over (C, taps) (a convolution's forward pass: the B matrix is taps x pixels, read plainly)
-or over the output pixels (the weight's gradient: pixels x taps, read transposed). An image
+Which products: a 1-d, 2-d or 3-d conv_patches of a (N, C, *S) float image, or
+(N, G, C/G, *S) for a grouped convolution, as the right operand (only), batched over N (and
+G), contracted either over (C, taps) (a convolution's forward pass: the B matrix is taps x
+pixels, read plainly) or over the output pixels (the weight's gradient: pixels x taps, read transposed). An image
 that is a reshape of another tensor (a grouped one is of its (N, C, H, W) input) is read
 from that tensor in place, and a product's output that only a reshape reads is written as
 that reshape's output. Anything else (the patches returned, reduced, sliced, or grouped by
 a reshape) keeps the stored patches: expand.py expands them.
 
 The input gradient, col2im(transpose(W^T dY)) with W (N, C_out, C_in, taps) and dY
-(N, C_out, OH, OW), is for stride 1 itself a convolution: of dY, padded by
+(N, C_out, *OS), is for stride 1 itself a convolution: of dY, padded by
 dilation * (kernel - 1) - padding per side, with W's channels swapped and its taps
 reversed. `fuse_col2im` writes it so (a transpose and a rev of the small weight, then a
 product reading dY's patches) when C_in >= MIN_INPUT_CHANNELS; the product and the col2im
@@ -32,7 +32,7 @@ from fgrad.core.dtypes import dtypes
 from fgrad.core.ir import Atom, Eqn, Jaxpr, ShapedArray, Var
 from fgrad.lower.schedule.gemm_layout import without_unread_views
 
-PLAIN_CONTRACT, TRANSPOSED_CONTRACT = (1, 2), (3, 4)
+PLAIN_CONTRACT, TRANSPOSED_CONTRACT = (1, 2), (3, 4, 5)
 # An input gradient's product has one row per input channel; with fewer, packing dY's
 # patches (taps * C_out x pixels) costs more than the stored product and col2im: W4's
 # 3-channel input, forward+backward 3.7-4.7 -> 5.9-6.6 ms fused. At 16 the README demo's
@@ -51,8 +51,8 @@ class PatchRead:
     """The patches (N, C, KH*KW, OH, OW) of a (N, C, H, W) image, read by a GEMM as its B
     operand: plainly (rows (c, tap), columns pixels) or `transposed` (rows pixels). A
     grouped convolution's image is (N, G, C/G, H, W): two batch axes. A 1-d convolution's
-    patches (N, C, K, OL) of a (N, C, L) image are read as those of a (N, C, 1, L) image
-    (`planar`)."""
+    patches (N, C, K, OL) of a (N, C, L) image are read as those of a (N, C, 1, 1, L) image
+    and a 2-d one's as (N, C, 1, H, W) (`as_3d`); a 3-d one's image is (N, C, D, H, W)."""
 
     shape: tuple[int, ...]
     image: tuple[int, ...]
@@ -71,14 +71,16 @@ class PatchRead:
         """The image's batch axes: N, or (N, G) for groups."""
         return len(self.image) - 1 - len(self.kernel)
 
-    def planar(self) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...],
-                              tuple[int, ...], tuple[tuple[int, int], ...]]:
-        """((H, W), kernel, stride, dilation, padding) as a 2-d convolution: a 1-d one's
-        with a first spatial axis of 1 (kernel 1, stride 1, dilation 1, no padding)."""
-        lift = 2 - len(self.kernel)
-        return (((1,) * lift + self.image[-len(self.kernel):]), (1,) * lift + self.kernel,
+    def as_3d(self) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...],
+                             tuple[int, ...], tuple[tuple[int, int], ...], tuple[int, ...]]:
+        """(image (D, H, W), kernel, stride, dilation, padding, output (OD, OH, OW)) as a
+        3-d convolution: a 1-d or 2-d one's with leading spatial axes of 1 (kernel 1,
+        stride 1, dilation 1, no padding)."""
+        spatial = len(self.kernel)
+        lift = 3 - spatial
+        return ((1,) * lift + self.image[-spatial:], (1,) * lift + self.kernel,
                 (1,) * lift + self.stride, (1,) * lift + self.dilation,
-                ((0, 0),) * lift + self.padding)
+                ((0, 0),) * lift + self.padding, (1,) * lift + self.shape[-spatial:])
 
 
 def _read_of(patches: Eqn, use: Eqn) -> PatchRead | None:
@@ -87,7 +89,7 @@ def _read_of(patches: Eqn, use: Eqn) -> PatchRead | None:
     p = patches.params
     spatial = len(p["kernel"])
     lead = x.aval.ndim - 1 - spatial if isinstance(x, Var) else 0   # N, or (N, G)
-    if use.primitive.name != "dot_general" or lead not in (1, 2) or spatial not in (1, 2) \
+    if use.primitive.name != "dot_general" or lead not in (1, 2) or spatial not in (1, 2, 3) \
             or x.aval.dtype not in (dtypes.float32, dtypes.float64) \
             or math.prod(x.aval.shape[lead:]) >= MAX_IMAGE_ELEMENTS \
             or use.inputs[1] is not patches.outvars[0] or use.inputs[0] is use.inputs[1]:
@@ -234,8 +236,8 @@ def _col2im_product(col2im: Eqn, uses: dict[int, list[Eqn]], producers: dict[int
 
 
 def fuse_col2im(jaxpr: Jaxpr, accepts: Callable[[Eqn], bool]) -> Jaxpr:
-    """Each stride-1 2-d input gradient col2im(W^T dY) as one product that reads dY's
-    patches: dX = conv(dY, W with in/out channels swapped and taps reversed), padded by
+    """Each stride-1 input gradient col2im(W^T dY) (1-d, 2-d or 3-d) as one product that
+    reads dY's patches: dX = conv(dY, W with in/out channels swapped and taps reversed), padded by
     dilation * (kernel - 1) - padding on each side."""
     from fgrad.core import prims as P
     uses = _uses(jaxpr)
@@ -245,7 +247,7 @@ def fuse_col2im(jaxpr: Jaxpr, accepts: Callable[[Eqn], bool]) -> Jaxpr:
     for e in jaxpr.eqns:
         p = e.params
         spatial = len(p.get("kernel", ()))
-        if e.primitive.name != "conv_patches_transpose" or spatial not in (1, 2) \
+        if e.primitive.name != "conv_patches_transpose" or spatial not in (1, 2, 3) \
                 or any(s != 1 for s in p["stride"]) \
                 or e.outvars[0].aval.dtype not in (dtypes.float32, dtypes.float64):
             continue

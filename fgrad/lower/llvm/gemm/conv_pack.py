@@ -3,14 +3,16 @@
 In: the driver's `dims` (gemm/driver.py DIMS: `conv` is 1 or 2, the `conv_*` fields the
 image's geometry, schedule/fuse_patches.py). Out: `<prefix>_pack_b_conv(T* dest, T* image,
 i64* dims, i64 first, i64 limit, i64 k0, i64 kc)`, which writes the same panel as
-`pack_b_n` / `pack_b_t` would from the stored patches of one (C, H, W) image:
+`pack_b_n` / `pack_b_t` would from the stored patches of one (C, D, H, W) image (a 1-d or
+2-d convolution's with D = 1 and H = 1 as needed: kernel, stride and dilation 1 there):
 dest[t][p][w] = B(k0 + p, first + t*NR + w), zero beyond `limit` columns.
 
 B(row, col) is patches[c, tap, pixel] with (c, tap) the row and the pixel the column
 (conv 1, a convolution's forward product) or the other way round (conv 2, the weight's
-gradient). Element: image[c, oh*sh - ph + kh*dh, ow*sw - pw + kw*dw], zero outside the
-image (the padding). Per call, i32 tables give each of the kc rows and each column of the
-slivers its part of the address and bounds (filled by counters, no division per entry);
+gradient). Element: image[c, od*sd - pd + kd*dd, oh*sh - ph + kh*dh, ow*sw - pw + kw*dw],
+zero outside the image (the padding). Per call, i32 tables give each of the kc rows and
+each column of the slivers its part of the address and bounds (filled by counters, no
+division per entry);
 per row of a sliver, when its pixels are consecutive input pixels of one row (stride 1, the
 sliver within one output row: most slivers of a forward conv), one plain load (a masked
 one at the image's left or right edge, zeros in its padding rows), else a masked gather.
@@ -24,8 +26,10 @@ from llvmlite import ir
 
 from fgrad.lower.llvm.gemm.native import I64, KC, NC, _c, _loop
 
-GEOMETRY = ("conv", "conv_h", "conv_w", "conv_kh", "conv_kw", "conv_sh", "conv_sw",
-            "conv_dh", "conv_dw", "conv_ph", "conv_pw", "conv_ow")
+GEOMETRY = ("conv", "conv_d", "conv_h", "conv_w", "conv_kd", "conv_kh", "conv_kw",
+            "conv_sd", "conv_sh", "conv_sw", "conv_dd", "conv_dh", "conv_dw",
+            "conv_pd", "conv_ph", "conv_pw", "conv_oh", "conv_ow")
+AXES = ("d", "h", "w")   # a 1-d or 2-d convolution is read as a 3-d one with unit axes
 I1, I32 = ir.IntType(1), ir.IntType(32)
 
 
@@ -63,12 +67,12 @@ class _ConvPack:
         self.b, self.image = b, image
         self.g = {name: b.load(b.gep(dims, [_c(self.fields[name])]), name=name)
                   for name in GEOMETRY}
-        # (address part, row offset, column offset) in the image, as i32: per panel row,
-        # and per column of the panel's slivers
-        rows = [b.alloca(I32, size=KC, name=n) for n in ("row_at", "row_dh", "row_dw")]
-        cols = [b.alloca(I32, size=NC + self.nr, name=n) for n in ("col_at", "col_dh",
-                                                                   "col_dw")]
-        self.counters = [b.alloca(I64, name=f"counter{i}") for i in range(3)]  # in entry:
+        # (address part, depth, row and column offsets) in the image, as i32: per panel
+        # row, and per column of the panel's slivers
+        parts = ("at",) + tuple(f"d{axis}" for axis in AXES)
+        rows = [b.alloca(I32, size=KC, name=f"row_{n}") for n in parts]
+        cols = [b.alloca(I32, size=NC + self.nr, name=f"col_{n}") for n in parts]
+        self.counters = [b.alloca(I64, name=f"counter{i}") for i in range(4)]  # in entry:
         count = b.sdiv(b.add(b.sub(limit, first), _c(self.nr - 1)), _c(self.nr))  # registers
         span = b.mul(count, _c(self.nr))
         transposed = b.icmp_signed("==", self.g["conv"], _c(2))
@@ -125,41 +129,59 @@ class _ConvPack:
                 b.store(value, slot)
         _loop(b, _c(0), count, 1, entry, "walk")
 
+    def _address(self, offsets: list[ir.Value]) -> ir.Value:
+        """The image offset of (depth, row, column) offsets."""
+        b, g = self.b, self.g
+        return b.add(b.mul(b.add(b.mul(offsets[0], g["conv_h"]), offsets[1]), g["conv_w"]),
+                     offsets[2])
+
     def _walk_pixels(self, start: ir.Value, count: ir.Value, tables: list[ir.Value]) -> None:
-        """Output pixels start, start + 1, ...: (address part, row, column offset)."""
+        """Output pixels start, start + 1, ...: (address part, depth, row, column offset)."""
         b, g = self.b, self.g
 
         def parts(s: list[ir.Value]) -> tuple[ir.Value, ...]:
-            dh = b.sub(b.mul(s[0], g["conv_sh"]), g["conv_ph"])
-            dw = b.sub(b.mul(s[1], g["conv_sw"]), g["conv_pw"])
-            return b.add(b.mul(dh, g["conv_w"]), dw), dh, dw
+            offsets = [b.sub(b.mul(v, g[f"conv_s{axis}"]), g[f"conv_p{axis}"])
+                       for v, axis in zip(s, AXES)]
+            return (self._address(offsets), *offsets)
 
         def step(s: list[ir.Value]) -> list[ir.Value]:
-            ow = b.add(s[1], _c(1))
-            wrap = b.icmp_signed(">=", ow, g["conv_ow"])
-            return [b.add(s[0], b.zext(wrap, I64)), b.select(wrap, _c(0), ow)]
-        state = [b.sdiv(start, g["conv_ow"]), b.srem(start, g["conv_ow"])]
+            ow = b.add(s[2], _c(1))
+            next_row = b.icmp_signed(">=", ow, g["conv_ow"])
+            oh = b.add(s[1], b.zext(next_row, I64))
+            next_plane = b.icmp_signed(">=", oh, g["conv_oh"])
+            return [b.add(s[0], b.zext(next_plane, I64)), b.select(next_plane, _c(0), oh),
+                    b.select(next_row, _c(0), ow)]
+        rows = b.sdiv(start, g["conv_ow"])
+        state = [b.sdiv(rows, g["conv_oh"]), b.srem(rows, g["conv_oh"]),
+                 b.srem(start, g["conv_ow"])]
         self._walk(state, count, tables, parts, step)
 
     def _walk_taps(self, start: ir.Value, count: ir.Value, tables: list[ir.Value]) -> None:
-        """(channel, tap) indices start, start + 1, ...: (address part, row, column offset)."""
+        """(channel, tap) indices start, start + 1, ...: (address part, depth, row, column
+        offset)."""
         b, g = self.b, self.g
-        plane = b.mul(g["conv_h"], g["conv_w"])
+        channel = b.mul(g["conv_d"], b.mul(g["conv_h"], g["conv_w"]))
 
         def parts(s: list[ir.Value]) -> tuple[ir.Value, ...]:
-            dh, dw = b.mul(s[1], g["conv_dh"]), b.mul(s[2], g["conv_dw"])
-            return b.add(b.mul(s[0], plane), b.add(b.mul(dh, g["conv_w"]), dw)), dh, dw
+            offsets = [b.mul(v, g[f"conv_d{axis}"]) for v, axis in zip(s[1:], AXES)]
+            return (b.add(b.mul(s[0], channel), self._address(offsets)), *offsets)
 
         def step(s: list[ir.Value]) -> list[ir.Value]:
-            kw = b.add(s[2], _c(1))
+            kw = b.add(s[3], _c(1))
             next_row = b.icmp_signed(">=", kw, g["conv_kw"])
-            kh = b.add(s[1], b.zext(next_row, I64))
-            next_channel = b.icmp_signed(">=", kh, g["conv_kh"])
+            kh = b.add(s[2], b.zext(next_row, I64))
+            next_plane = b.icmp_signed(">=", kh, g["conv_kh"])
+            kd = b.add(s[1], b.zext(next_plane, I64))
+            next_channel = b.icmp_signed(">=", kd, g["conv_kd"])
             return [b.add(s[0], b.zext(next_channel, I64)),
-                    b.select(next_channel, _c(0), kh), b.select(next_row, _c(0), kw)]
-        taps = b.mul(g["conv_kh"], g["conv_kw"])
+                    b.select(next_channel, _c(0), kd), b.select(next_plane, _c(0), kh),
+                    b.select(next_row, _c(0), kw)]
+        plane = b.mul(g["conv_kh"], g["conv_kw"])
+        taps = b.mul(g["conv_kd"], plane)
         tap = b.srem(start, taps)
-        state = [b.sdiv(start, taps), b.sdiv(tap, g["conv_kw"]), b.srem(tap, g["conv_kw"])]
+        in_plane = b.srem(tap, plane)
+        state = [b.sdiv(start, taps), b.sdiv(tap, plane), b.sdiv(in_plane, g["conv_kw"]),
+                 b.srem(in_plane, g["conv_kw"])]
         self._walk(state, count, tables, parts, step)
 
     def _one_input_run(self, start: ir.Value, limit: ir.Value) -> ir.Value:
@@ -177,14 +199,15 @@ class _ConvPack:
         """out[p][w] for p in [0, kc): the row's and the lane's parts added."""
         b, g = self.b, self.g
         vp = self.vec.as_pointer()
-        height, width = (self._splat(b.trunc(g[n], I32)) for n in ("conv_h", "conv_w"))
+        sizes = [self._splat(b.trunc(g[f"conv_{axis}"], I32)) for axis in AXES]
 
         def row(p: ir.Value) -> None:
-            at, dh, dw = (b.load(b.gep(t, [p])) for t in tables)
-            ih = b.add(lanes[1], self._splat(dh))
-            iw = b.add(lanes[2], self._splat(dw))
-            inside = b.and_(b.icmp_unsigned("<", ih, height), b.icmp_unsigned("<", iw, width))
-            value = read(b.add(lanes[0], self._splat(at)), b.and_(valid, inside))
+            at, *offsets = (b.load(b.gep(t, [p])) for t in tables)
+            inside = valid
+            for lane, offset, size in zip(lanes[1:], offsets, sizes):
+                inside = b.and_(inside, b.icmp_unsigned("<", b.add(lane, self._splat(offset)),
+                                                        size))
+            value = read(b.add(lanes[0], self._splat(at)), inside)
             b.store(value, b.bitcast(b.gep(out, [b.mul(p, _c(self.nr))]), vp),
                     align=self.size)
         _loop(b, _c(0), kc, 1, row, "row")
@@ -197,23 +220,24 @@ class _ConvPack:
         a load masked by column. Tests of scalars, as masks of several conditions cost
         LLVM ~25 instructions per row (it packs i1 vectors to bytes and back)."""
         b, g, vp = self.b, self.g, self.vec.as_pointer()
-        at0, h0, w0 = (b.extract_element(lane, ir.Constant(I32, 0)) for lane in lanes)
-        height, width = (b.trunc(g[n], I32) for n in ("conv_h", "conv_w"))
+        at0, d0, h0, w0 = (b.extract_element(lane, ir.Constant(I32, 0)) for lane in lanes)
+        depth, height, width = (b.trunc(g[f"conv_{axis}"], I32) for axis in AXES)
         last = ir.Constant(I32, self.nr)
 
         def row(p: ir.Value) -> None:
-            at, dh, dw = (b.load(b.gep(t, [p])) for t in tables)
+            at, dd, dh, dw = (b.load(b.gep(t, [p])) for t in tables)
             iw = b.add(w0, dw)
             pointer = b.bitcast(b.gep(self.image, [b.sext(b.add(at0, at), I64)]), vp)
             dest = b.bitcast(b.gep(out, [b.mul(p, _c(self.nr))]), vp)
-            row_inside = b.icmp_unsigned("<", b.add(h0, dh), height)
+            row_inside = b.and_(b.icmp_unsigned("<", b.add(h0, dh), height),
+                                b.icmp_unsigned("<", b.add(d0, dd), depth))
             columns_inside = b.and_(b.icmp_signed(">=", iw, ir.Constant(I32, 0)),
                                     b.icmp_signed("<=", b.add(iw, last), width))
             with b.if_else(b.and_(row_inside, columns_inside)) as (whole, part):
                 with whole:
                     b.store(b.load(pointer, align=self.size), dest, align=self.size)
                 with part:
-                    self._part_row(pointer, dest, row_inside, b.add(lanes[2], self._splat(dw)))
+                    self._part_row(pointer, dest, row_inside, b.add(lanes[3], self._splat(dw)))
         _loop(b, _c(0), kc, 1, row, "run")
 
     def _part_row(self, pointer: ir.Value, dest: ir.Value, row_inside: ir.Value,

@@ -61,9 +61,9 @@ def driver_dims(d: GemmDims, size: int, row_scale: int,
     rhs_strides = d.rhs.batch_strides
     geometry = [0] * len(GEOMETRY)
     if patches is not None:
-        plane, kernel, stride, dilation, padding = patches.planar()
-        geometry = [2 if patches.transposed else 1, *plane, *kernel, *stride, *dilation,
-                    padding[0][0], padding[1][0], patches.shape[-1]]
+        image, kernel, stride, dilation, padding, out = patches.as_3d()
+        geometry = [2 if patches.transposed else 1, *image, *kernel, *stride, *dilation,
+                    *(lo for lo, _ in padding), *out[1:]]
         rhs_strides = tuple(math.prod(patches.image[a + 1:]) for a in range(patches.lead))
     fixed = [d.m, d.n, d.k, d.lhs.ld, d.rhs.ld, int(d.lhs.trans), int(d.rhs.trans), mc, kc,
              nc, row_scale, 0, 0, 0, *geometry, 0, len(d.batch)]  # epi_*, conv_pack: at run
