@@ -9,9 +9,9 @@ whose params carry `rhs_patches`, a `PatchRead` saying how to read the patches f
 Which products: a 1-d, 2-d or 3-d conv_patches of a (N, C, *S) float image, or
 (N, G, C/G, *S) for a grouped convolution, as the right operand (only), batched over N (and
 G), contracted either over (C, taps) (a convolution's forward pass: the B matrix is taps x
-pixels, read plainly) or over the output pixels (the weight's gradient: pixels x taps, read transposed). An image
-that is a reshape of another tensor (a grouped one is of its (N, C, H, W) input) is read
-from that tensor in place, and a product's output that only a reshape reads is written as
+pixels, read plainly) or over the output pixels (the weight's gradient: pixels x taps,
+read transposed). An image that is a reshape of another tensor (a grouped one is of its
+(N, C, *S) input) is read from that tensor in place, and a product's output that only a reshape reads is written as
 that reshape's output. Anything else (the patches returned, reduced, sliced, or grouped by
 a reshape) keeps the stored patches: expand.py expands them.
 
