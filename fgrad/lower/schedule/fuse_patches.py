@@ -11,8 +11,8 @@ Which products: a 1-d, 2-d or 3-d conv_patches of a (N, C, *S) float image, or
 G), contracted either over (C, taps) (a convolution's forward pass: the B matrix is taps x
 pixels, read plainly) or over the output pixels (the weight's gradient: pixels x taps,
 read transposed). An image that is a reshape of another tensor (a grouped one is of its
-(N, C, *S) input) is read from that tensor in place, and a product's output that only a reshape reads is written as
-that reshape's output. Anything else (the patches returned, reduced, sliced, or grouped by
+(N, C, *S) input) is read from that tensor in place, and a product's output that only a
+reshape reads is written as that reshape's output. Anything else (the patches returned, reduced, sliced, or grouped by
 a reshape) keeps the stored patches: expand.py expands them.
 
 The input gradient, col2im(transpose(W^T dY)) with W (N, C_out, C_in, taps) and dY
