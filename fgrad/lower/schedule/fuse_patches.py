@@ -12,8 +12,8 @@ G), contracted either over (C, taps) (a convolution's forward pass: the B matrix
 pixels, read plainly) or over the output pixels (the weight's gradient: pixels x taps,
 read transposed). An image that is a reshape of another tensor (a grouped one is of its
 (N, C, *S) input) is read from that tensor in place, and a product's output that only a
-reshape reads is written as that reshape's output. Anything else (the patches returned, reduced, sliced, or grouped by
-a reshape) keeps the stored patches: expand.py expands them.
+reshape reads is written as that reshape's output. Anything else (the patches returned,
+reduced, sliced, or grouped by a reshape) keeps the stored patches: expand.py expands them.
 
 The input gradient, col2im(transpose(W^T dY)) with W (N, C_out, C_in, taps) and dY
 (N, C_out, *OS), is for stride 1 itself a convolution: of dY, padded by
