@@ -10,12 +10,13 @@ dest[t][p][w] = B(k0 + p, first + t*NR + w), zero beyond `limit` columns.
 B(row, col) is patches[c, tap, pixel] with (c, tap) the row and the pixel the column
 (conv 1, a convolution's forward product) or the other way round (conv 2, the weight's
 gradient). Element: image[c, od*sd - pd + kd*dd, oh*sh - ph + kh*dh, ow*sw - pw + kw*dw],
-zero outside the image (the padding). Per call, i32 tables give each of the kc rows and
-each column of the slivers its part of the address and bounds (filled by counters, no
-division per entry);
-per row of a sliver, when its pixels are consecutive input pixels of one row (stride 1, the
-sliver within one output row: most slivers of a forward conv), one plain load (a masked
-one at the image's left or right edge, zeros in its padding rows), else a masked gather.
+zero outside the image (the padding). Per call, i32 tables give each of the kc rows its
+part of the address and bounds, and each column of the slivers its own (filled by counters,
+no division per entry; in a forward product only for the slivers it gathers). Per row of a
+sliver, when its pixels are consecutive input pixels of one row (stride 1, the sliver
+within one output row: most slivers of a forward conv; its first pixel's place computed
+once), one plain load (a masked one at the image's left or right edge, zeros in its
+padding rows), else a masked gather.
 Offsets are 32-bit: fuse_patches.py admits images of < 2^31 elements per batch entry.
 """
 from __future__ import annotations
@@ -80,26 +81,32 @@ class _ConvPack:
             with pixel_rows:
                 self._walk_pixels(k0, kc, rows)
                 self._walk_taps(first, span, cols)
-            with tap_rows:
+            with tap_rows:   # a sliver's pixels are walked only when it is gathered
                 self._walk_taps(k0, kc, rows)
-                self._walk_pixels(first, span, cols)
         columns = b.trunc(b.sub(limit, first), I32)
+
+        def gathered(at: ir.Value, out: ir.Value, table_at: ir.Value) -> None:
+            lanes = tuple(b.load(b.bitcast(b.gep(table, [table_at]),
+                                           self.ivec.as_pointer()), align=4) for table in cols)
+            index = b.add(self._splat(b.trunc(at, I32)),
+                          ir.Constant(self.ivec, list(range(self.nr))))
+            valid = b.icmp_signed("<", index, self._splat(columns))
+            self._rows(out, kc, rows, lanes, valid, self._gather)
 
         def sliver(t: ir.Value) -> None:
             start = b.add(first, b.mul(t, _c(self.nr)))
             at = b.mul(t, _c(self.nr))
-            lanes = tuple(b.load(b.bitcast(b.gep(table, [at]), self.ivec.as_pointer()),
-                                 align=4) for table in cols)
-            index = b.add(self._splat(b.trunc(at, I32)),
-                          ir.Constant(self.ivec, list(range(self.nr))))
-            valid = b.icmp_signed("<", index, self._splat(columns))
             out = b.gep(dest, [b.mul(t, b.mul(kc, _c(self.nr)))])
-            contiguous = b.and_(b.not_(transposed), self._one_input_run(start, limit))
-            with b.if_else(contiguous) as (then, otherwise):
-                with then:
-                    self._run_rows(out, kc, rows, lanes)
-                with otherwise:
-                    self._rows(out, kc, rows, lanes, valid, self._gather)
+            with b.if_else(transposed) as (tap_columns, pixel_columns):
+                with tap_columns:
+                    gathered(at, out, at)
+                with pixel_columns:
+                    with b.if_else(self._one_input_run(start, limit)) as (run, scattered):
+                        with run:
+                            self._run_rows(out, kc, rows, self._pixel_at(start))
+                        with scattered:
+                            self._walk_pixels(start, _c(self.nr), cols)
+                            gathered(at, out, _c(0))
         _loop(b, _c(0), count, 1, sliver, "sl")
         b.ret_void()
         return fn
@@ -212,17 +219,28 @@ class _ConvPack:
                     align=self.size)
         _loop(b, _c(0), kc, 1, row, "row")
 
+    def _pixel_at(self, pixel: ir.Value) -> tuple[ir.Value, ...]:
+        """(address part, depth, row, column offset) of output pixel `pixel`, as i32."""
+        b, g = self.b, self.g
+        rows = b.sdiv(pixel, g["conv_ow"])
+        position = (b.sdiv(rows, g["conv_oh"]), b.srem(rows, g["conv_oh"]),
+                    b.srem(pixel, g["conv_ow"]))
+        offsets = [b.sub(b.mul(v, g[f"conv_s{axis}"]), g[f"conv_p{axis}"])
+                   for v, axis in zip(position, AXES)]
+        return tuple(b.trunc(v, I32) for v in (self._address(offsets), *offsets))
+
     def _run_rows(self, out: ir.Value, kc: ir.Value, tables: list[ir.Value],
-                  lanes: tuple[ir.Value, ...]) -> None:
+                  start: tuple[ir.Value, ...]) -> None:
         """out[p] for p in [0, kc) of a sliver of nr consecutive input pixels of one row
         (`_one_input_run`, every lane inside the panel): one plain vector load where the
         row's pixels are all inside the image, zeros where its input row is padding, else
         a load masked by column. Tests of scalars, as masks of several conditions cost
         LLVM ~25 instructions per row (it packs i1 vectors to bytes and back)."""
         b, g, vp = self.b, self.g, self.vec.as_pointer()
-        at0, d0, h0, w0 = (b.extract_element(lane, ir.Constant(I32, 0)) for lane in lanes)
+        at0, d0, h0, w0 = start
         depth, height, width = (b.trunc(g[f"conv_{axis}"], I32) for axis in AXES)
         last = ir.Constant(I32, self.nr)
+        run = b.add(self._splat(w0), ir.Constant(self.ivec, list(range(self.nr))))
 
         def row(p: ir.Value) -> None:
             at, dd, dh, dw = (b.load(b.gep(t, [p])) for t in tables)
@@ -237,7 +255,7 @@ class _ConvPack:
                 with whole:
                     b.store(b.load(pointer, align=self.size), dest, align=self.size)
                 with part:
-                    self._part_row(pointer, dest, row_inside, b.add(lanes[3], self._splat(dw)))
+                    self._part_row(pointer, dest, row_inside, b.add(run, self._splat(dw)))
         _loop(b, _c(0), kc, 1, row, "run")
 
     def _part_row(self, pointer: ir.Value, dest: ir.Value, row_inside: ir.Value,
