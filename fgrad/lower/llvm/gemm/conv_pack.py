@@ -16,7 +16,9 @@ no division per entry; in a forward product only for the slivers it gathers). Pe
 sliver, when its pixels are consecutive input pixels of one row (stride 1, the sliver
 within one output row: most slivers of a forward conv; its first pixel's place computed
 once), one plain load (a masked one at the image's left or right edge, zeros in its
-padding rows), else a masked gather.
+padding rows), else a masked gather. A weight gradient's panel (rows pixels) is packed 8
+rows at a time where they are consecutive input pixels of one row: per tap one 8-pixel
+load, then 8 x 8 transposes in registers (`_pixel_blocks`); its other rows are gathered.
 Offsets are 32-bit: fuse_patches.py admits images of < 2^31 elements per batch entry.
 """
 from __future__ import annotations
@@ -32,6 +34,10 @@ GEOMETRY = ("conv", "conv_d", "conv_h", "conv_w", "conv_kd", "conv_kh", "conv_kw
             "conv_pd", "conv_ph", "conv_pw", "conv_oh", "conv_ow")
 AXES = ("d", "h", "w")   # a 1-d or 2-d convolution is read as a 3-d one with unit axes
 I1, I32 = ir.IntType(1), ir.IntType(32)
+# A weight gradient's panel (pixels x taps) is packed BLOCK pixel rows at a time where they
+# are consecutive input pixels: per tap one vector load along the pixels, then BLOCK x BLOCK
+# transposes in registers (instead of a gather of every row's taps).
+BLOCK = 8
 
 
 def conv_pack_type(fp: ir.Type) -> ir.FunctionType:
@@ -53,6 +59,12 @@ class _ConvPack:
                                            self.vec.as_pointer())
         self.gather = self._intrinsic(f"llvm.masked.gather.v{nr}{suffix}.v{nr}p0",
                                       ir.VectorType(self.fp, nr))
+        self.block = ir.VectorType(ft, BLOCK)   # BLOCK pixels of one tap (a transposed run)
+        found = module.globals.get(f"llvm.masked.load.v{BLOCK}{suffix}.p0")
+        self.block_load = found if found is not None else ir.Function(
+            module, ir.FunctionType(self.block, [self.block.as_pointer(), I32,
+                                                 ir.VectorType(I1, BLOCK), self.block]),
+            name=f"llvm.masked.load.v{BLOCK}{suffix}.p0")
 
     def _intrinsic(self, name: str, pointer: ir.Type) -> ir.Function:
         found = self.module.globals.get(name)
@@ -66,6 +78,8 @@ class _ConvPack:
         dest.add_attribute("noalias")
         b = ir.IRBuilder(fn.append_basic_block("entry"))
         self.b, self.image = b, image
+        self.scratch = b.alloca(self.block, size=BLOCK, name="tap_runs")
+        self.blocked = b.alloca(I1, size=KC // BLOCK, name="blocked")
         self.g = {name: b.load(b.gep(dims, [_c(self.fields[name])]), name=name)
                   for name in GEOMETRY}
         # (address part, depth, row and column offsets) in the image, as i32: per panel
@@ -85,13 +99,14 @@ class _ConvPack:
                 self._walk_taps(k0, kc, rows)
         columns = b.trunc(b.sub(limit, first), I32)
 
-        def gathered(at: ir.Value, out: ir.Value, table_at: ir.Value) -> None:
+        def gathered(at: ir.Value, out: ir.Value, table_at: ir.Value,
+                     skip: Callable[[ir.Value], ir.Value] | None = None) -> None:
             lanes = tuple(b.load(b.bitcast(b.gep(table, [table_at]),
                                            self.ivec.as_pointer()), align=4) for table in cols)
             index = b.add(self._splat(b.trunc(at, I32)),
                           ir.Constant(self.ivec, list(range(self.nr))))
             valid = b.icmp_signed("<", index, self._splat(columns))
-            self._rows(out, kc, rows, lanes, valid, self._gather)
+            self._rows(out, kc, rows, lanes, valid, self._gather, skip)
 
         def sliver(t: ir.Value) -> None:
             start = b.add(first, b.mul(t, _c(self.nr)))
@@ -99,7 +114,8 @@ class _ConvPack:
             out = b.gep(dest, [b.mul(t, b.mul(kc, _c(self.nr)))])
             with b.if_else(transposed) as (tap_columns, pixel_columns):
                 with tap_columns:
-                    gathered(at, out, at)
+                    self._pixel_blocks(out, kc, rows, cols, at, columns,
+                                       lambda skip: gathered(at, out, at, skip))
                 with pixel_columns:
                     with b.if_else(self._one_input_run(start, limit)) as (run, scattered):
                         with run:
@@ -202,13 +218,22 @@ class _ConvPack:
 
     def _rows(self, out: ir.Value, kc: ir.Value, tables: list[ir.Value],
               lanes: tuple[ir.Value, ...], valid: ir.Value,
-              read: Callable[[ir.Value, ir.Value], ir.Value]) -> None:
-        """out[p][w] for p in [0, kc): the row's and the lane's parts added."""
+              read: Callable[[ir.Value, ir.Value], ir.Value],
+              skip: Callable[[ir.Value], ir.Value] | None = None) -> None:
+        """out[p][w] for p in [0, kc) but the rows `skip` names: the row's and the lane's
+        parts added."""
         b, g = self.b, self.g
         vp = self.vec.as_pointer()
         sizes = [self._splat(b.trunc(g[f"conv_{axis}"], I32)) for axis in AXES]
 
         def row(p: ir.Value) -> None:
+            if skip is not None:
+                with b.if_then(b.not_(skip(p))):
+                    row_values(p)
+            else:
+                row_values(p)
+
+        def row_values(p: ir.Value) -> None:
             at, *offsets = (b.load(b.gep(t, [p])) for t in tables)
             inside = valid
             for lane, offset, size in zip(lanes[1:], offsets, sizes):
@@ -258,6 +283,89 @@ class _ConvPack:
                     self._part_row(pointer, dest, row_inside, b.add(run, self._splat(dw)))
         _loop(b, _c(0), kc, 1, row, "run")
 
+    def _pixel_blocks(self, out: ir.Value, kc: ir.Value, rows: list[ir.Value],
+                      cols: list[ir.Value], at: ir.Value, columns: ir.Value,
+                      gather: Callable[[Callable[[ir.Value], ir.Value] | None], None]) -> None:
+        """A transposed sliver (rows pixels, lanes taps at panel column `at`): each BLOCK
+        rows that are consecutive input pixels of one row (the last one's depth and row
+        those of the first, its column BLOCK - 1 further: stride 1) by `_block_lanes`; then
+        `gather(skip)` gathers every row that `skip(row)` does not say was done so."""
+        b = self.b
+        if self.nr % BLOCK:   # slivers narrower than a block (float64 at 128 bits)
+            gather(None)
+            return
+        blocks = b.sdiv(kc, _c(BLOCK))
+
+        def block(q: ir.Value) -> None:
+            p = b.mul(q, _c(BLOCK))
+            first = [b.load(b.gep(t, [p])) for t in rows]
+            last = [b.load(b.gep(t, [b.add(p, _c(BLOCK - 1))])) for t in rows]
+            run = b.and_(b.and_(b.icmp_signed("==", first[1], last[1]),
+                                b.icmp_signed("==", first[2], last[2])),
+                         b.icmp_signed("==", b.add(first[3], ir.Constant(I32, BLOCK - 1)),
+                                       last[3]))
+            b.store(run, b.gep(self.blocked, [q]))
+            with b.if_then(run):
+                _loop(b, _c(0), _c(self.nr // BLOCK), 1, lambda group: self._block_lanes(
+                    out, p, first, cols, b.add(at, b.mul(group, _c(BLOCK))), columns,
+                    group), "grp")
+        _loop(b, _c(0), blocks, 1, block, "blk")
+
+        def done(p: ir.Value) -> ir.Value:
+            q = b.sdiv(p, _c(BLOCK))
+            return b.select(b.icmp_signed("<", q, blocks), b.load(b.gep(self.blocked, [q])),
+                            ir.Constant(I1, 0))
+        gather(done)
+
+    def _block_lanes(self, out: ir.Value, p: ir.Value, first: list[ir.Value],
+                     cols: list[ir.Value], column: ir.Value, columns: ir.Value,
+                     group: ir.Value) -> None:
+        """out[p + i][group * BLOCK + j] for i, j < BLOCK: tap j's BLOCK pixels in one
+        vector load (masked at the image's edge, zeros outside it or beyond `columns`),
+        then transposed."""
+        b, g = self.b, self.g
+        depth, height, width = (b.trunc(g[f"conv_{axis}"], I32) for axis in AXES)
+        zero = ir.Constant(self.block, None)
+
+        def lane(j: int) -> None:
+            c = b.add(column, _c(j))
+            at, dd, dh, dw = (b.load(b.gep(t, [c])) for t in cols)
+            iw = b.add(first[3], dw)
+            inside = b.and_(b.icmp_signed("<", b.trunc(c, I32), columns), b.and_(
+                b.icmp_unsigned("<", b.add(first[1], dd), depth),
+                b.icmp_unsigned("<", b.add(first[2], dh), height)))
+            whole = b.and_(inside, b.and_(
+                b.icmp_signed(">=", iw, ir.Constant(I32, 0)),
+                b.icmp_signed("<=", b.add(iw, ir.Constant(I32, BLOCK)), width)))
+            pointer = b.bitcast(b.gep(self.image, [b.sext(b.add(first[0], at), I64)]),
+                                self.block.as_pointer())
+            slot = b.gep(self.scratch, [_c(j)])
+            with b.if_else(whole) as (plain, edge):
+                with plain:
+                    b.store(b.load(pointer, align=self.size), slot)
+                with edge:
+                    b.store(zero, slot)
+                    with b.if_then(inside):
+                        lanes = b.add(self._splat_block(iw),
+                                      ir.Constant(ir.VectorType(I32, BLOCK), list(range(BLOCK))))
+                        mask = b.icmp_unsigned("<", lanes, self._splat_block(width))
+                        b.store(b.call(self.block_load, [pointer, ir.Constant(I32, self.size),
+                                                         mask, zero]), slot)
+        for j in range(BLOCK):
+            lane(j)
+        taps = [b.load(b.gep(self.scratch, [_c(j)])) for j in range(BLOCK)]
+        for i, pixel in enumerate(_transposed(b, taps)):
+            at = b.add(b.mul(b.add(p, _c(i)), _c(self.nr)), b.mul(group, _c(BLOCK)))
+            b.store(pixel, b.bitcast(b.gep(out, [at]), self.block.as_pointer()),
+                    align=self.size)
+
+    def _splat_block(self, v: ir.Value) -> ir.Value:
+        b = self.b
+        vty = ir.VectorType(v.type, BLOCK)
+        one = b.insert_element(ir.Constant(vty, ir.Undefined), v, ir.Constant(I32, 0))
+        return b.shuffle_vector(one, ir.Constant(vty, ir.Undefined),
+                                ir.Constant(ir.VectorType(I32, BLOCK), [0] * BLOCK))
+
     def _part_row(self, pointer: ir.Value, dest: ir.Value, row_inside: ir.Value,
                   columns: ir.Value) -> None:
         """A run's row that is not all inside: zeros (its input row is padding) or the
@@ -280,6 +388,19 @@ class _ConvPack:
         pointers = b.inttoptr(addresses, ir.VectorType(self.fp, self.nr))
         return b.call(self.gather, [pointers, ir.Constant(I32, self.size), mask,
                                     ir.Constant(self.vec, None)])
+
+
+def _transposed(b: ir.IRBuilder, rows: list[ir.Value]) -> list[ir.Value]:
+    """The 8 x 8 transpose of 8 vectors of 8 (three rounds of two-vector shuffles)."""
+    def shuffle(x: ir.Value, y: ir.Value, order: list[int]) -> ir.Value:
+        return b.shuffle_vector(x, y, ir.Constant(ir.VectorType(I32, 8), order))
+    pairs = [shuffle(rows[k], rows[k + 1], order) for k in range(0, 8, 2)
+             for order in ([0, 8, 1, 9, 4, 12, 5, 13], [2, 10, 3, 11, 6, 14, 7, 15])]
+    low, high = [0, 1, 8, 9, 4, 5, 12, 13], [2, 3, 10, 11, 6, 7, 14, 15]
+    quads = [shuffle(pairs[a], pairs[a + 2], order) for a in (0, 1, 4, 5)
+             for order in (low, high)]
+    halves = ([0, 1, 2, 3, 8, 9, 10, 11], [4, 5, 6, 7, 12, 13, 14, 15])
+    return [shuffle(quads[i % 4], quads[i % 4 + 4], halves[i // 4]) for i in range(8)]
 
 
 def render_conv_pack(module: ir.Module, ft: ir.Type, size: int, nr: int, prefix: str,
