@@ -99,30 +99,37 @@ class _ConvPack:
                 self._walk_taps(k0, kc, rows)
         columns = b.trunc(b.sub(limit, first), I32)
 
-        def gathered(at: ir.Value, out: ir.Value, table_at: ir.Value,
-                     skip: Callable[[ir.Value], ir.Value] | None = None) -> None:
-            lanes = tuple(b.load(b.bitcast(b.gep(table, [table_at]),
-                                           self.ivec.as_pointer()), align=4) for table in cols)
-            index = b.add(self._splat(b.trunc(at, I32)),
-                          ir.Constant(self.ivec, list(range(self.nr))))
-            valid = b.icmp_signed("<", index, self._splat(columns))
-            self._rows(out, kc, rows, lanes, valid, self._gather, skip)
+        blocks = b.sdiv(kc, _c(BLOCK)) if self.nr % BLOCK == 0 else _c(0)
+
+        def blocked(p: ir.Value) -> ir.Value:   # a transposed row packed by _pixel_blocks
+            q = b.sdiv(p, _c(BLOCK))
+            return b.and_(transposed, b.select(b.icmp_signed("<", q, blocks),
+                                               b.load(b.gep(self.blocked, [q])),
+                                               ir.Constant(I1, 0)))
 
         def sliver(t: ir.Value) -> None:
             start = b.add(first, b.mul(t, _c(self.nr)))
             at = b.mul(t, _c(self.nr))
             out = b.gep(dest, [b.mul(t, b.mul(kc, _c(self.nr)))])
+            run = b.and_(b.not_(transposed), self._one_input_run(start, limit))
             with b.if_else(transposed) as (tap_columns, pixel_columns):
                 with tap_columns:
-                    self._pixel_blocks(out, kc, rows, cols, at, columns,
-                                       lambda skip: gathered(at, out, at, skip))
+                    self._pixel_blocks(out, blocks, rows, cols, at, columns)
                 with pixel_columns:
-                    with b.if_else(self._one_input_run(start, limit)) as (run, scattered):
-                        with run:
+                    with b.if_else(run) as (runs, scattered):
+                        with runs:
                             self._run_rows(out, kc, rows, self._pixel_at(start))
                         with scattered:
                             self._walk_pixels(start, _c(self.nr), cols)
-                            gathered(at, out, _c(0))
+            with b.if_then(b.not_(run)):   # the rows left: gathered, one copy of the code
+                table_at = b.select(transposed, at, _c(0))
+                lanes = tuple(b.load(b.bitcast(b.gep(table, [table_at]),
+                                               self.ivec.as_pointer()), align=4)
+                              for table in cols)
+                index = b.add(self._splat(b.trunc(at, I32)),
+                              ir.Constant(self.ivec, list(range(self.nr))))
+                valid = b.icmp_signed("<", index, self._splat(columns))
+                self._rows(out, kc, rows, lanes, valid, self._gather, blocked)
         _loop(b, _c(0), count, 1, sliver, "sl")
         b.ret_void()
         return fn
@@ -283,18 +290,13 @@ class _ConvPack:
                     self._part_row(pointer, dest, row_inside, b.add(run, self._splat(dw)))
         _loop(b, _c(0), kc, 1, row, "run")
 
-    def _pixel_blocks(self, out: ir.Value, kc: ir.Value, rows: list[ir.Value],
-                      cols: list[ir.Value], at: ir.Value, columns: ir.Value,
-                      gather: Callable[[Callable[[ir.Value], ir.Value] | None], None]) -> None:
-        """A transposed sliver (rows pixels, lanes taps at panel column `at`): each BLOCK
-        rows that are consecutive input pixels of one row (the last one's depth and row
-        those of the first, its column BLOCK - 1 further: stride 1) by `_block_lanes`; then
-        `gather(skip)` gathers every row that `skip(row)` does not say was done so."""
+    def _pixel_blocks(self, out: ir.Value, blocks: ir.Value, rows: list[ir.Value],
+                      cols: list[ir.Value], at: ir.Value, columns: ir.Value) -> None:
+        """A transposed sliver (rows pixels, lanes taps at panel column `at`): each of the
+        first `blocks` BLOCKs of rows that are consecutive input pixels of one row (the
+        last one's depth and row those of the first, its column BLOCK - 1 further: stride
+        1) by `_block_lanes`, noted in `self.blocked` (the other rows are gathered)."""
         b = self.b
-        if self.nr % BLOCK:   # slivers narrower than a block (float64 at 128 bits)
-            gather(None)
-            return
-        blocks = b.sdiv(kc, _c(BLOCK))
 
         def block(q: ir.Value) -> None:
             p = b.mul(q, _c(BLOCK))
@@ -311,12 +313,6 @@ class _ConvPack:
                     group), "grp")
         _loop(b, _c(0), blocks, 1, block, "blk")
 
-        def done(p: ir.Value) -> ir.Value:
-            q = b.sdiv(p, _c(BLOCK))
-            return b.select(b.icmp_signed("<", q, blocks), b.load(b.gep(self.blocked, [q])),
-                            ir.Constant(I1, 0))
-        gather(done)
-
     def _block_lanes(self, out: ir.Value, p: ir.Value, first: list[ir.Value],
                      cols: list[ir.Value], column: ir.Value, columns: ir.Value,
                      group: ir.Value) -> None:
@@ -327,8 +323,8 @@ class _ConvPack:
         depth, height, width = (b.trunc(g[f"conv_{axis}"], I32) for axis in AXES)
         zero = ir.Constant(self.block, None)
 
-        def lane(j: int) -> None:
-            c = b.add(column, _c(j))
+        def lane(j: ir.Value) -> None:
+            c = b.add(column, j)
             at, dd, dh, dw = (b.load(b.gep(t, [c])) for t in cols)
             iw = b.add(first[3], dw)
             inside = b.and_(b.icmp_signed("<", b.trunc(c, I32), columns), b.and_(
@@ -339,7 +335,7 @@ class _ConvPack:
                 b.icmp_signed("<=", b.add(iw, ir.Constant(I32, BLOCK)), width)))
             pointer = b.bitcast(b.gep(self.image, [b.sext(b.add(first[0], at), I64)]),
                                 self.block.as_pointer())
-            slot = b.gep(self.scratch, [_c(j)])
+            slot = b.gep(self.scratch, [j])
             with b.if_else(whole) as (plain, edge):
                 with plain:
                     b.store(b.load(pointer, align=self.size), slot)
@@ -351,8 +347,7 @@ class _ConvPack:
                         mask = b.icmp_unsigned("<", lanes, self._splat_block(width))
                         b.store(b.call(self.block_load, [pointer, ir.Constant(I32, self.size),
                                                          mask, zero]), slot)
-        for j in range(BLOCK):
-            lane(j)
+        _loop(b, _c(0), _c(BLOCK), 1, lane, "tap")
         taps = [b.load(b.gep(self.scratch, [_c(j)])) for j in range(BLOCK)]
         for i, pixel in enumerate(_transposed(b, taps)):
             at = b.add(b.mul(b.add(p, _c(i)), _c(self.nr)), b.mul(group, _c(BLOCK)))
