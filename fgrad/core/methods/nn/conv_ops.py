@@ -93,6 +93,18 @@ def windows(x: "Tensor", kernel: Sequence[int], stride: Sequence[int],
                          len(lead))
 
 
+def window_sums(x: "Tensor", kernel: Sequence[int], stride: Sequence[int],
+                dilation: Sequence[int], op: str) -> "Tensor":
+    """(..., *S) -> (..., *out): the sum over every window, added slice by slice (a balanced
+    tree of adds: one elementwise kernel however many taps, where the stacked windows were
+    a concatenate of one operand per tap, which a kernel takes at most 16 of)."""
+    sums = tap_slices(x, kernel, stride, dilation, op)
+    while len(sums) > 1:
+        sums = [sums[i] + sums[i + 1] if i + 1 < len(sums) else sums[i]
+                for i in range(0, len(sums), 2)]
+    return sums[0]
+
+
 def pad_spatial(x: "Tensor", pads: Pads, value: Any = 0) -> "Tensor":
     """Pad (or crop, for negative entries) the trailing len(pads) axes of `x`."""
     lead = ((0, 0, 0),) * (x.ndim - len(pads))

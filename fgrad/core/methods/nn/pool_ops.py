@@ -1,7 +1,8 @@
 """Pooling over the trailing spatial axes: avg_pool2d, max_pool2d (with indices), max_unpool2d.
 
-Windows come from `conv_ops.windows` (one strided slice per kernel tap); an int kernel_size
-means 2-d, a tuple of length n pools the last n axes. ceil_mode adds high-side padding so the
+Windows come from `conv_ops.windows` (one strided slice per kernel tap, stacked; averages add
+the slices instead, `conv_ops.window_sums`); an int kernel_size means 2-d, a tuple of length
+n pools the last n axes. ceil_mode adds high-side padding so the
 last partial window is kept when it starts inside the input or its low padding (PyTorch's
 rule); that extra padding never counts toward an average.
 """
@@ -16,7 +17,8 @@ from fgrad.core import prims as P
 from fgrad.core.dtypes import DType, dtypes
 from fgrad.core.errors import ArgumentError
 from fgrad.core.prims._util import fmt_shape
-from fgrad.core.methods.nn.conv_ops import Pads, make_tuple, pad_spatial, resolve_padding, windows
+from fgrad.core.methods.nn.conv_ops import (Pads, make_tuple, pad_spatial, resolve_padding,
+                                            window_sums, windows)
 
 if TYPE_CHECKING:
     from fgrad.core.tensor import Tensor
@@ -87,7 +89,7 @@ def _window_counts(spatial: tuple[int, ...], geo: PoolGeometry, include_pad: boo
                                                                    geo.ceil_extra))
     else:
         plane = pad_spatial(plane, geo.total_pads)
-    return windows(plane, geo.kernel, geo.stride, geo.dilation, op).sum(0)
+    return window_sums(plane, geo.kernel, geo.stride, geo.dilation, op)
 
 
 def _flat_indices(spatial: tuple[int, ...], geo: PoolGeometry, op: str) -> "Tensor":
@@ -116,8 +118,8 @@ class PoolOpsMixin:
         geo = pool_geometry(x, kernel_size, stride, dilation, padding, ceil_mode, op)
         x = x if x.dtype.is_float else x.cast(dtypes.default_float)
         n = len(geo.kernel)
-        taps = windows(pad_spatial(x, geo.total_pads), geo.kernel, geo.stride, geo.dilation, op)
-        total = taps.sum(x.ndim - n)
+        total = window_sums(pad_spatial(x, geo.total_pads), geo.kernel, geo.stride,
+                            geo.dilation, op)
         if count_include_pad and not ceil_mode:
             return total / math.prod(geo.kernel)
         return total / _window_counts(x.shape[-n:], geo, count_include_pad, x.dtype, op)
