@@ -52,24 +52,21 @@ class _ConvPack:
         self.fp = ft.as_pointer()
         self.vec, self.ivec = ir.VectorType(ft, nr), ir.VectorType(I32, nr)
         self.lvec = ir.VectorType(I64, nr)
-        self.mask_type = ir.VectorType(I1, nr)
         self.name, self.fields = f"{prefix}_pack_b_conv", fields
         suffix = "f64" if size == 8 else "f32"
         self.masked_load = self._intrinsic(f"llvm.masked.load.v{nr}{suffix}.p0",
-                                           self.vec.as_pointer())
+                                           self.vec.as_pointer(), self.vec)
         self.gather = self._intrinsic(f"llvm.masked.gather.v{nr}{suffix}.v{nr}p0",
-                                      ir.VectorType(self.fp, nr))
+                                      ir.VectorType(self.fp, nr), self.vec)
         self.block = ir.VectorType(ft, BLOCK)   # BLOCK pixels of one tap (a transposed run)
-        found = module.globals.get(f"llvm.masked.load.v{BLOCK}{suffix}.p0")
-        self.block_load = found if found is not None else ir.Function(
-            module, ir.FunctionType(self.block, [self.block.as_pointer(), I32,
-                                                 ir.VectorType(I1, BLOCK), self.block]),
-            name=f"llvm.masked.load.v{BLOCK}{suffix}.p0")
+        self.block_load = self._intrinsic(f"llvm.masked.load.v{BLOCK}{suffix}.p0",
+                                          self.block.as_pointer(), self.block)
 
-    def _intrinsic(self, name: str, pointer: ir.Type) -> ir.Function:
+    def _intrinsic(self, name: str, pointer: ir.Type, vec: ir.Type) -> ir.Function:
+        """A masked load or gather `vec f(pointer, i32 align, <n x i1> mask, vec passthru)`."""
         found = self.module.globals.get(name)
         return found if found is not None else ir.Function(self.module, ir.FunctionType(
-            self.vec, [pointer, I32, self.mask_type, self.vec]), name=name)
+            vec, [pointer, I32, ir.VectorType(I1, vec.count), vec]), name=name)
 
     def function(self) -> ir.Function:
         """Define the routine (module docstring)."""
@@ -134,12 +131,13 @@ class _ConvPack:
         b.ret_void()
         return fn
 
-    def _splat(self, v: ir.Value) -> ir.Value:
-        b = self.b
-        vty = ir.VectorType(v.type, self.nr)
+    def _splat(self, v: ir.Value, lanes: int = 0) -> ir.Value:
+        """`v` in every lane of a vector of `lanes` (default: the sliver's NR)."""
+        b, lanes = self.b, lanes or self.nr
+        vty = ir.VectorType(v.type, lanes)
         one = b.insert_element(ir.Constant(vty, ir.Undefined), v, ir.Constant(I32, 0))
         return b.shuffle_vector(one, ir.Constant(vty, ir.Undefined),
-                                ir.Constant(ir.VectorType(I32, self.nr), [0] * self.nr))
+                                ir.Constant(ir.VectorType(I32, lanes), [0] * lanes))
 
     def _walk(self, state: list[ir.Value], count: ir.Value, tables: list[ir.Value],
               parts: Callable[[list[ir.Value]], tuple[ir.Value, ...]],
@@ -169,11 +167,6 @@ class _ConvPack:
         """Output pixels start, start + 1, ...: (address part, depth, row, column offset)."""
         b, g = self.b, self.g
 
-        def parts(s: list[ir.Value]) -> tuple[ir.Value, ...]:
-            offsets = [b.sub(b.mul(v, g[f"conv_s{axis}"]), g[f"conv_p{axis}"])
-                       for v, axis in zip(s, AXES)]
-            return (self._address(offsets), *offsets)
-
         def step(s: list[ir.Value]) -> list[ir.Value]:
             ow = b.add(s[2], _c(1))
             next_row = b.icmp_signed(">=", ow, g["conv_ow"])
@@ -181,10 +174,22 @@ class _ConvPack:
             next_plane = b.icmp_signed(">=", oh, g["conv_oh"])
             return [b.add(s[0], b.zext(next_plane, I64)), b.select(next_plane, _c(0), oh),
                     b.select(next_row, _c(0), ow)]
-        rows = b.sdiv(start, g["conv_ow"])
-        state = [b.sdiv(rows, g["conv_oh"]), b.srem(rows, g["conv_oh"]),
-                 b.srem(start, g["conv_ow"])]
-        self._walk(state, count, tables, parts, step)
+        self._walk(self._position(start), count, tables, self._pixel_parts, step)
+
+    def _position(self, pixel: ir.Value) -> list[ir.Value]:
+        """(od, oh, ow) of output pixel `pixel` (its flat index)."""
+        b, g = self.b, self.g
+        rows = b.sdiv(pixel, g["conv_ow"])
+        return [b.sdiv(rows, g["conv_oh"]), b.srem(rows, g["conv_oh"]),
+                b.srem(pixel, g["conv_ow"])]
+
+    def _pixel_parts(self, position: list[ir.Value]) -> tuple[ir.Value, ...]:
+        """(address part, depth, row, column offset) in the image of output position
+        (od, oh, ow)."""
+        b, g = self.b, self.g
+        offsets = [b.sub(b.mul(v, g[f"conv_s{axis}"]), g[f"conv_p{axis}"])
+                   for v, axis in zip(position, AXES)]
+        return (self._address(offsets), *offsets)
 
     def _walk_taps(self, start: ir.Value, count: ir.Value, tables: list[ir.Value]) -> None:
         """(channel, tap) indices start, start + 1, ...: (address part, depth, row, column
@@ -253,13 +258,8 @@ class _ConvPack:
 
     def _pixel_at(self, pixel: ir.Value) -> tuple[ir.Value, ...]:
         """(address part, depth, row, column offset) of output pixel `pixel`, as i32."""
-        b, g = self.b, self.g
-        rows = b.sdiv(pixel, g["conv_ow"])
-        position = (b.sdiv(rows, g["conv_oh"]), b.srem(rows, g["conv_oh"]),
-                    b.srem(pixel, g["conv_ow"]))
-        offsets = [b.sub(b.mul(v, g[f"conv_s{axis}"]), g[f"conv_p{axis}"])
-                   for v, axis in zip(position, AXES)]
-        return tuple(b.trunc(v, I32) for v in (self._address(offsets), *offsets))
+        return tuple(self.b.trunc(v, I32)
+                     for v in self._pixel_parts(self._position(pixel)))
 
     def _run_rows(self, out: ir.Value, kc: ir.Value, tables: list[ir.Value],
                   start: tuple[ir.Value, ...]) -> None:
@@ -342,9 +342,9 @@ class _ConvPack:
                 with edge:
                     b.store(zero, slot)
                     with b.if_then(inside):
-                        lanes = b.add(self._splat_block(iw),
+                        lanes = b.add(self._splat(iw, BLOCK),
                                       ir.Constant(ir.VectorType(I32, BLOCK), list(range(BLOCK))))
-                        mask = b.icmp_unsigned("<", lanes, self._splat_block(width))
+                        mask = b.icmp_unsigned("<", lanes, self._splat(width, BLOCK))
                         b.store(b.call(self.block_load, [pointer, ir.Constant(I32, self.size),
                                                          mask, zero]), slot)
         _loop(b, _c(0), _c(BLOCK), 1, lane, "tap")
@@ -353,13 +353,6 @@ class _ConvPack:
             at = b.add(b.mul(b.add(p, _c(i)), _c(self.nr)), b.mul(group, _c(BLOCK)))
             b.store(pixel, b.bitcast(b.gep(out, [at]), self.block.as_pointer()),
                     align=self.size)
-
-    def _splat_block(self, v: ir.Value) -> ir.Value:
-        b = self.b
-        vty = ir.VectorType(v.type, BLOCK)
-        one = b.insert_element(ir.Constant(vty, ir.Undefined), v, ir.Constant(I32, 0))
-        return b.shuffle_vector(one, ir.Constant(vty, ir.Undefined),
-                                ir.Constant(ir.VectorType(I32, BLOCK), [0] * BLOCK))
 
     def _part_row(self, pointer: ir.Value, dest: ir.Value, row_inside: ir.Value,
                   columns: ir.Value) -> None:
