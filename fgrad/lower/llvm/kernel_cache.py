@@ -409,8 +409,7 @@ def compile_kernels(kernels: Sequence[Kernel], key_of: Callable[[str], str],
     text_keys = [key_of(f"O{level}\n{text}") for text, level in texts]
     wanted = {key: (text, levels.get(key)) for key, text, _ in found.values()}
     wanted.update({key: unit for key, unit in zip(text_keys, texts, strict=True)})
-    with _lock:
-        inflight = {key: _INFLIGHT[key] for key in wanted if key in _INFLIGHT}
+    inflight = _started_prefetches(wanted)
     objects = {key: obj for key in wanted
                if key not in inflight and (obj := cached_object(key)) is not None}
     symbols = {name: (_symbol(key), ftype) for name, (key, _, ftype) in found.items()}
@@ -421,6 +420,19 @@ def compile_kernels(kernels: Sequence[Kernel], key_of: Callable[[str], str],
     compiled = {name: CompiledKernel(_symbol(key), ftype, objects[key], key)
                 for name, (key, _, ftype) in found.items()}
     return compiled, {key: objects[key] for key in text_keys}
+
+
+def _started_prefetches(wanted: dict[str, tuple[Unit, int | None]]
+                        ) -> dict[str, concurrent.futures.Future[bytes]]:
+    """The prefetched units among `wanted` that the prefetch thread has begun; the ones
+    still queued are taken back (cancelled) for this call's compile threads, so the
+    prefetch thread's queue does not run alone after them."""
+    with _lock:
+        inflight = {key: _INFLIGHT[key] for key in wanted if key in _INFLIGHT}
+        for key, future in list(inflight.items()):
+            if future.cancel():
+                del _INFLIGHT[key], inflight[key]
+    return inflight
 
 
 def _build_all(missing: dict[str, tuple[Unit, int | None]],

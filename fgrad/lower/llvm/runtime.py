@@ -38,7 +38,7 @@ from fgrad.lower.llvm.engines import (_ENGINES, _build_lock, _engines_lock, _Ent
                                       compile_stats, target_machine)
 from fgrad.lower.kernel import program as program_lib
 from fgrad.lower.llvm.dispatch import ArenaCall, LeanCall, address_of, as_c, new_output
-from fgrad.lower.llvm.gemm.driver import routine_texts
+from fgrad.lower.llvm.gemm.driver import routine_parts, routine_text, routine_texts
 from fgrad.lower.llvm.gemm.epilogue import in_registers, register_note
 from fgrad.lower.llvm.gemm.native import epilogue_fits, routine_dtypes, uses_native_gemm
 from fgrad.lower.llvm.buffer_pool import POOL, exclusively_owned
@@ -382,22 +382,29 @@ def compile_llvm(jaxpr: Jaxpr) -> LLVMExecutable:
 
 def _prefetch_routines(jaxpr: Jaxpr) -> None:
     """Start compiling the shared GEMM routines the program's matmuls will call while it
-    is planned (on a cold start they are ~0.2 s of LLVM's time; later, cached)."""
+    is planned (on a cold start they are ~0.2 s of LLVM's time; later, cached): each part
+    is handed to the compile thread as soon as its text exists, the slowest first."""
     dots = {str(i): e for i, e in enumerate(jaxpr.eqns) if e.primitive.name == "dot_general"}
     conv = any(e.primitive.name == "conv_patches" for e in jaxpr.eqns)
-    for name in routine_dtypes(dots):   # the driver, slowest to compile, goes first
-        kernel_cache.prefetch(_routine_units(name, conv)[::-1], cache_key)
+    for name in routine_dtypes(dots):
+        for part in routine_parts(conv):
+            kernel_cache.prefetch([_routine_unit(part, routine_text(name, part))], cache_key)
 
 
 def _routine_units(dtype_name: str, with_conv: bool) -> list[tuple[str, int]]:
-    """(IR text, speed level) of each shared GEMM routine: the micro-kernel, the driver and
+    """(IR text, speed level) of each shared GEMM routine (`_routine_unit`)."""
+    return [_routine_unit(part, text) for part, text in routine_texts(dtype_name, with_conv)]
+
+
+def _routine_unit(part: str, text: str) -> tuple[str, int]:
+    """(IR text, speed level) of a shared GEMM routine: the micro-kernel, the driver and
     the two packing routines that copy a sliver's row with one vector load and store (B
     stored plainly, A transposed) are scheduled by hand (`SCHEDULED`: their machine code is
-    the same without a middle end, 12 instead of 27-34 ms of LLVM each); the other two
-    packing routines' strided copies want LLVM's vectorizers (without: 1.7-2.5 -> 3.2-5.0
-    ms packing A of 8192x256 on one thread)."""
-    return [(text, kernel_cache.SCHEDULED if part in _SCHEDULED_ROUTINES
-             else kernel_cache.BY_HAND) for part, text in routine_texts(dtype_name, with_conv)]
+    the same without a middle end, 12 instead of 27-34 ms of LLVM each); the other packing
+    routines' strided copies want LLVM's vectorizers (without: 1.7-2.5 -> 3.2-5.0 ms
+    packing A of 8192x256 on one thread)."""
+    return text, (kernel_cache.SCHEDULED if part in _SCHEDULED_ROUTINES
+                  else kernel_cache.BY_HAND)
 
 
 _SCHEDULED_ROUTINES = ("micro", "driver", "pack_a_t", "pack_b")

@@ -192,7 +192,7 @@ def test_prefetched_routines_are_compiled_once(tmp_path: Any, monkeypatch: Any):
     with fgrad.config.override(gemm="native"):
         got = fgrad.jit(lambda a, b: (a @ b).tanh(), backend="llvm")(Tensor(x), Tensor(w))
     np.testing.assert_allclose(got.numpy(), np.tanh(x @ w), rtol=1e-5, atol=1e-6)
-    assert prefetched == [len(routine_texts("float32"))]
+    assert prefetched == [1] * len(routine_texts("float32"))   # one part at a time
     assert len(built) == len(set(built))                       # nothing compiled twice
     assert sum(bool(re.search(r'define void @"fgrad_gemm\d+_f32_\w+_micro"', text))
                for text in built) == 1

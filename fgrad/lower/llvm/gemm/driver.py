@@ -323,38 +323,52 @@ def _thunk(module: ir.Module, name: str, epilogue: ir.Function,
     return fn
 
 
+# The shared routines' parts, the slowest to compile first (LLVM CPU ms for float32 on the
+# bench machine: pack_b_conv ~95, micro ~60, driver ~40, pack_a and pack_b_t ~30, the others
+# ~12), so a cold start's first compile begins after one part's text, not all of them.
+ROUTINE_PARTS = ("pack_b_conv", "micro", "driver", "pack_a", "pack_b_t", "pack_a_t", "pack_b")
+
+
+def routine_parts(with_conv: bool = False) -> tuple[str, ...]:
+    """The parts of the shared routines a program needs, slowest to compile first."""
+    return tuple(p for p in ROUTINE_PARTS if with_conv or p != "pack_b_conv")
+
+
 @functools.cache
-def routine_texts(dtype_name: str, with_conv: bool = False) -> tuple[tuple[str, str], ...]:
-    """The shared routines for "float32", "float64" or "int32" as (part, LLVM IR module
-    text), one module each, so they compile in parallel and are cached apart. Parts:
-    "micro" (the micro-kernel), "pack_a", "pack_a_t", "pack_b", "pack_b_t", "driver", and
-    with `with_conv` "pack_b_conv" (implicit GEMM; the call sites of a program that has one
-    give the driver its address)."""
+def routine_text(dtype_name: str, part: str) -> str:
+    """One shared routine of "float32", "float64" or "int32" as an LLVM IR module's text
+    (one module each, so they compile in parallel and are cached apart). Parts: "micro"
+    (the micro-kernel), "pack_a", "pack_a_t", "pack_b", "pack_b_t", "driver" and
+    "pack_b_conv" (implicit GEMM; the call sites of a program that has one give the driver
+    its address)."""
     if dtype_name not in ("float32", "float64", "int32"):
-        raise ValueError(f"routine_texts: no shared GEMM routines for {dtype_name!r}")
+        raise ValueError(f"routine_text: no shared GEMM routines for {dtype_name!r}")
+    if part not in ROUTINE_PARTS:
+        raise ValueError(f"routine_text: no shared GEMM routine {part!r}; one of "
+                         f"{ROUTINE_PARTS}")
     ft, size = GEMM_TYPES[getattr(dtypes, dtype_name)]
-    texts: list[tuple[str, str]] = []
-    parts: list[tuple[str, bool]] = [("micro", False), ("a", False), ("a", True), ("b", False),
-                                     ("b", True), ("driver", False)] + \
-        [("conv", False)] * with_conv
-    for part, trans in parts:
-        module = ir.Module(name=f"fgrad_gemm_{dtype_name}")
-        module.triple, module.data_layout = target.triple_and_layout()
-        routines = shared_routines(module, ft, size)
-        if part == "driver":
-            render_driver(module, ft, size)
-            render_prepack(module, ft, size, DIMS)
-        elif part == "micro":
-            routines.micro_kernel()
-        elif part == "conv":
-            render_conv_pack(module, ft, size, routines.nr, routine_prefix(ft, size),
-                             {name: DIMS.index(name) for name in GEOMETRY})
-        else:   # packing of operand a or b, plain or transposed
-            routines.pack_function(part, routines.mr if part == "a" else routines.nr, trans)
-        name = part if part in ("micro", "driver") else "pack_b_conv" if part == "conv" \
-            else f"pack_{part}" + "_t" * trans
-        texts.append((name, str(module)))
-    return tuple(texts)
+    module = ir.Module(name=f"fgrad_gemm_{dtype_name}")
+    module.triple, module.data_layout = target.triple_and_layout()
+    routines = shared_routines(module, ft, size)
+    if part == "driver":
+        render_driver(module, ft, size)
+        render_prepack(module, ft, size, DIMS)
+    elif part == "micro":
+        routines.micro_kernel()
+    elif part == "pack_b_conv":
+        render_conv_pack(module, ft, size, routines.nr, routine_prefix(ft, size),
+                         {name: DIMS.index(name) for name in GEOMETRY})
+    else:   # packing of operand a or b, plain or transposed
+        side = part[len("pack_")]
+        routines.pack_function(side, routines.mr if side == "a" else routines.nr,
+                               part.endswith("_t"))
+    return str(module)
+
+
+def routine_texts(dtype_name: str, with_conv: bool = False) -> tuple[tuple[str, str], ...]:
+    """Every shared routine a program of `dtype_name` products needs, as (part, IR text)
+    (`routine_text`), slowest to compile first."""
+    return tuple((part, routine_text(dtype_name, part)) for part in routine_parts(with_conv))
 
 
 def render_native_gemm_rows(module: ir.Module, name: str, eqn: Eqn,

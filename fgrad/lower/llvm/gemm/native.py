@@ -23,7 +23,7 @@ small), one pair per call.
 from __future__ import annotations
 
 import functools
-from typing import Callable, Sequence
+from typing import Callable, NamedTuple, Sequence
 
 from llvmlite import ir
 
@@ -103,6 +103,28 @@ def _mode_in(b: ir.IRBuilder, mode: ir.Value, codes: Sequence[int]) -> ir.Value:
     return functools.reduce(b.or_, [b.icmp_signed("==", mode, _c(code)) for code in codes])
 
 
+class _Mode(NamedTuple):
+    """What a register epilogue's `mode` asks for, as i1 values tested once at the
+    micro-kernel's entry (tested per vector, they were a quarter of its IR and of LLVM's
+    time on it): any epilogue, an addend (bias or residual), relu, a residual; and the
+    addend's row stride (ldc for a residual, else 0: the bias row)."""
+    active: ir.Value
+    adds: ir.Value
+    relu: ir.Value
+    residual: ir.Value
+    addend_stride: ir.Value
+
+    @classmethod
+    def test(cls, b: ir.IRBuilder, mode: ir.Value, ldc: ir.Value) -> "_Mode":
+        """The flags of the i64 `mode` (`EPILOGUE_MODES`, 0 for none)."""
+        residual = _mode_in(b, mode, RESIDUAL_MODES)
+        return cls(b.icmp_signed("!=", mode, _c(0)),
+                   _mode_in(b, mode, [c for n, c in EPILOGUE_MODES.items() if n != "relu"]),
+                   _mode_in(b, mode, [c for n, c in EPILOGUE_MODES.items()
+                                      if n.endswith("relu")]),
+                   residual, b.select(residual, ldc, _c(0)))
+
+
 def aligned_alloc(b: ir.IRBuilder, nbytes: ir.Value) -> ir.Value:
     """libc `aligned_alloc(64, nbytes rounded up to 64)` (freed with `free`): packed panels
     start on a cache line, so no vector load of the micro-kernel straddles two (malloc's
@@ -116,7 +138,7 @@ def micro_args(fp: ir.Type) -> list[ir.Type]:
     return [I64, fp, fp, fp, I64, I64, I64, I1, I64, fp, fp]
 
 
-ROUTINES_VERSION = 15   # bump when the shared routines' code changes (their symbols)
+ROUTINES_VERSION = 16   # bump when the shared routines' code changes (their symbols)
 
 
 class _Routines:
@@ -150,15 +172,16 @@ class _Routines:
         for arg in (a, bp, c):
             arg.add_attribute("noalias")
         b = ir.IRBuilder(fn.append_basic_block("entry"))
+        flags = _Mode.test(b, mode, ldc)
         with b.if_then(b.icmp_signed(">=", kc, _c(PREFETCH_MIN_K))):
             self._prefetch_tile(b, c, ldc, rows, cols)
-            with b.if_then(_mode_in(b, mode, RESIDUAL_MODES)):
+            with b.if_then(flags.residual):
                 self._prefetch_tile(b, bias, ldc, rows, cols, write=0)
         zero = self._zero(self.vt)
         accs = [[zero] * (nr // lanes) for _ in range(mr)]
         p, accs = self._k_loop(b, fn, kc, _c(0), accs, K_UNROLL, "k4")
         p, accs = self._k_loop(b, fn, kc, p, accs, 1, "k")
-        self._write_tile(b, accs, c, ldc, rows, cols, first, (mode, out2, bias))
+        self._write_tile(b, accs, c, ldc, rows, cols, first, (flags, out2, bias))
         b.ret_void()
         return fn
 
@@ -227,12 +250,12 @@ class _Routines:
         b.position_at_end(done)
         return p, [list(row) for row in phis]
 
-    def _addend_rows(self, b: ir.IRBuilder, bias: ir.Value, ldc: ir.Value,
-                     mode: ir.Value) -> Callable[[int, int], ir.Value]:
+    def _addend_rows(self, b: ir.IRBuilder, bias: ir.Value,
+                     mode: _Mode) -> Callable[[int, int], ir.Value]:
         """addend(i, v): the vector the epilogue adds to row i's vector v (read even when
         the mode adds none): the bias vectors, loaded once, or the residual's row."""
         vp, lanes = self.vt.as_pointer(), self.lanes
-        stride = b.select(_mode_in(b, mode, RESIDUAL_MODES), ldc, _c(0))
+        stride = mode.addend_stride
         loaded: dict[tuple[int, int], ir.Value] = {}
 
         def addend(i: int, v: int) -> ir.Value:
@@ -242,11 +265,11 @@ class _Routines:
             return loaded[(i, v)]
         return addend
 
-    def _epilogue_tile(self, b: ir.IRBuilder, c: ir.Value, ldc: ir.Value, mode: ir.Value,
+    def _epilogue_tile(self, b: ir.IRBuilder, c: ir.Value, ldc: ir.Value, mode: _Mode,
                        out2: ir.Value, bias: ir.Value) -> None:
         """A full tile's epilogue into out2, reading back the tile just stored into C."""
         vp = self.vt.as_pointer()
-        addend = self._addend_rows(b, bias, ldc, mode)
+        addend = self._addend_rows(b, bias, mode)
         for i in range(self.mr):
             for v in range(self.nr // self.lanes):
                 at = b.add(b.mul(_c(i), ldc), _c(v * self.lanes))
@@ -278,7 +301,7 @@ class _Routines:
     def _suffix(self) -> str:
         return "f64" if isinstance(self.ft, ir.DoubleType) else "f32"
 
-    def _epilogue(self, b: ir.IRBuilder, total: ir.Value, mode: ir.Value,
+    def _epilogue(self, b: ir.IRBuilder, total: ir.Value, mode: _Mode,
                   bias: ir.Value) -> ir.Value:
         """`total` through the register epilogue `mode` (a vector or a scalar; `bias` the
         matching load, read only when the mode adds it). Float products only: an int32
@@ -286,22 +309,19 @@ class _Routines:
         if self._integer():
             return total
         zero = self._zero(total.type)
-        adds = [code for name, code in EPILOGUE_MODES.items() if name != "relu"]
-        biased = b.select(_mode_in(b, mode, adds), b.fadd(total, bias), total)
-        relu = _mode_in(b, mode, [code for name, code in EPILOGUE_MODES.items()
-                                  if name.endswith("relu")])
+        biased = b.select(mode.adds, b.fadd(total, bias), total)
         # le then select, as the kernel computes relu: a NaN stays NaN
         clipped = b.select(b.fcmp_ordered("<=", biased, zero), zero, biased)
-        return b.select(relu, clipped, biased)
+        return b.select(mode.relu, clipped, biased)
 
     def _write_tile(self, b: ir.IRBuilder, accs: list[list[ir.Value]], c: ir.Value,
                     ldc: ir.Value, rows: ir.Value, cols: ir.Value, first: ir.Value,
-                    epilogue: tuple[ir.Value, ir.Value, ir.Value]) -> None:
+                    epilogue: tuple[_Mode, ir.Value, ir.Value]) -> None:
         """Full tiles: vector load-add-store into C (and the epilogue's store into out2);
         edge tiles: through a stack tile."""
         mr, nr, lanes = self.mr, self.nr, self.lanes
         mode, out2, bias = epilogue
-        active = b.icmp_signed("!=", mode, _c(0))
+        active = mode.active
         # the epilogue's output is C itself (a product only the epilogue reads): one store
         own = b.and_(active, b.icmp_unsigned("==", b.ptrtoint(out2, I64), b.ptrtoint(c, I64)))
         vp = self.vt.as_pointer()
@@ -317,7 +337,7 @@ class _Routines:
                     return ptr, b.select(first, accs[i][v], self._add(b, old, accs[i][v]))
                 with b.if_else(own) as (fused, plain):
                     with fused:
-                        addend = self._addend_rows(b, bias, ldc, mode)
+                        addend = self._addend_rows(b, bias, mode)
                         for i in range(mr):
                             for v in range(nr // lanes):
                                 ptr, total = total_at(i, v)
@@ -352,7 +372,7 @@ class _Routines:
                 # the epilogue's output): a branch in the loop above kept LLVM from
                 # vectorizing it (W4's k=27 batched gemm, with a 2-row edge tile per
                 # image, ran 2x slower)
-                stride = b.select(_mode_in(b, mode, RESIDUAL_MODES), ldc, _c(0))
+                stride = mode.addend_stride
 
                 def epilogue_row(i: ir.Value) -> None:
                     def col(j: ir.Value) -> None:
