@@ -398,16 +398,14 @@ def _routine_units(dtype_name: str, with_conv: bool) -> list[tuple[str, int]]:
 
 def _routine_unit(part: str, text: str) -> tuple[str, int]:
     """(IR text, speed level) of a shared GEMM routine: the micro-kernel, the driver and
-    the two packing routines that copy a sliver's row with one vector load and store (B
-    stored plainly, A transposed) are scheduled by hand (`SCHEDULED`: their machine code is
-    the same without a middle end, 12 instead of 27-34 ms of LLVM each); the other packing
-    routines' strided copies want LLVM's vectorizers (without: 1.7-2.5 -> 3.2-5.0 ms
-    packing A of 8192x256 on one thread)."""
+    the packing routines are vectorized and scheduled by hand (`SCHEDULED`: their machine
+    code is the same without a middle end, 12 instead of 27-34 ms of LLVM for a packing
+    routine); the conv pack keeps LLVM's O1 middle end (`BY_HAND`)."""
     return text, (kernel_cache.SCHEDULED if part in _SCHEDULED_ROUTINES
                   else kernel_cache.BY_HAND)
 
 
-_SCHEDULED_ROUTINES = ("micro", "driver", "pack_a_t", "pack_b")
+_SCHEDULED_ROUTINES = ("micro", "driver", "pack_a", "pack_a_t", "pack_b", "pack_b_t")
 
 
 def _load_program(key: str, jaxpr: Jaxpr) -> LLVMExecutable | None:

@@ -28,6 +28,7 @@ from typing import Callable
 from llvmlite import ir
 
 from fgrad.lower.llvm.gemm.native import I64, KC, NC, _c, _loop
+from fgrad.lower.llvm.gemm.pack import transpose_rows
 
 GEOMETRY = ("conv", "conv_d", "conv_h", "conv_w", "conv_kd", "conv_kh", "conv_kw",
             "conv_sd", "conv_sh", "conv_sw", "conv_dd", "conv_dh", "conv_dw",
@@ -349,7 +350,7 @@ class _ConvPack:
                                                          mask, zero]), slot)
         _loop(b, _c(0), _c(BLOCK), 1, lane, "tap")
         taps = [b.load(b.gep(self.scratch, [_c(j)])) for j in range(BLOCK)]
-        for i, pixel in enumerate(_transposed(b, taps)):
+        for i, pixel in enumerate(transpose_rows(b, taps)):
             at = b.add(b.mul(b.add(p, _c(i)), _c(self.nr)), b.mul(group, _c(BLOCK)))
             b.store(pixel, b.bitcast(b.gep(out, [at]), self.block.as_pointer()),
                     align=self.size)
@@ -376,19 +377,6 @@ class _ConvPack:
         pointers = b.inttoptr(addresses, ir.VectorType(self.fp, self.nr))
         return b.call(self.gather, [pointers, ir.Constant(I32, self.size), mask,
                                     ir.Constant(self.vec, None)])
-
-
-def _transposed(b: ir.IRBuilder, rows: list[ir.Value]) -> list[ir.Value]:
-    """The 8 x 8 transpose of 8 vectors of 8 (three rounds of two-vector shuffles)."""
-    def shuffle(x: ir.Value, y: ir.Value, order: list[int]) -> ir.Value:
-        return b.shuffle_vector(x, y, ir.Constant(ir.VectorType(I32, 8), order))
-    pairs = [shuffle(rows[k], rows[k + 1], order) for k in range(0, 8, 2)
-             for order in ([0, 8, 1, 9, 4, 12, 5, 13], [2, 10, 3, 11, 6, 14, 7, 15])]
-    low, high = [0, 1, 8, 9, 4, 5, 12, 13], [2, 3, 10, 11, 6, 7, 14, 15]
-    quads = [shuffle(pairs[a], pairs[a + 2], order) for a in (0, 1, 4, 5)
-             for order in (low, high)]
-    halves = ([0, 1, 2, 3, 8, 9, 10, 11], [4, 5, 6, 7, 12, 13, 14, 15])
-    return [shuffle(quads[i % 4], quads[i % 4 + 4], halves[i // 4]) for i in range(8)]
 
 
 def render_conv_pack(module: ir.Module, ft: ir.Type, size: int, nr: int, prefix: str,

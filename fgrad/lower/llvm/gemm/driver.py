@@ -324,9 +324,9 @@ def _thunk(module: ir.Module, name: str, epilogue: ir.Function,
 
 
 # The shared routines' parts, the slowest to compile first (LLVM CPU ms for float32 on the
-# bench machine: pack_b_conv ~95, micro ~60, driver ~40, pack_a and pack_b_t ~30, the others
-# ~12), so a cold start's first compile begins after one part's text, not all of them.
-ROUTINE_PARTS = ("pack_b_conv", "micro", "driver", "pack_a", "pack_b_t", "pack_a_t", "pack_b")
+# bench machine: pack_b_conv ~95, micro ~60, driver ~40, pack_b_t ~34, pack_a ~25, the
+# others ~12), so a cold start's first compile begins after one part's text, not all.
+ROUTINE_PARTS = ("pack_b_conv", "micro", "driver", "pack_b_t", "pack_a", "pack_a_t", "pack_b")
 
 
 def routine_parts(with_conv: bool = False) -> tuple[str, ...]:

@@ -138,7 +138,7 @@ def micro_args(fp: ir.Type) -> list[ir.Type]:
     return [I64, fp, fp, fp, I64, I64, I64, I1, I64, fp, fp]
 
 
-ROUTINES_VERSION = 16   # bump when the shared routines' code changes (their symbols)
+ROUTINES_VERSION = 17   # bump when the shared routines' code changes (their symbols)
 
 
 class _Routines:
@@ -388,91 +388,13 @@ class _Routines:
     # ------------------------------------------------------------------ packing
 
     def pack_function(self, side: str, width: int, trans: bool) -> ir.Function:
-        """`pack_<side>_<n|t>(T* dest, T* base, i64 ld, i64 first, i64 limit, i64 k0,
-        i64 kc)`: A(row, k) slivers of MR rows (side "a") or B(k, col) slivers of NR
-        columns (side "b") of an operand stored plainly (n) or transposed (t) with
-        leading dimension ld."""
-        fp = self.fp
-        fty = ir.FunctionType(ir.VoidType(), [fp, fp, I64, I64, I64, I64, I64])
+        """`pack_<side>_<n|t>`: A(row, k) slivers of MR rows (side "a") or B(k, col)
+        slivers of NR columns (side "b") of an operand stored plainly (n) or transposed
+        (t) (gemm/pack.py)."""
+        from fgrad.lower.llvm.gemm.pack import render_pack   # it imports this module
         name = f"{self.prefix}_pack_{side}_{'t' if trans else 'n'}"
-        fn = ir.Function(self.module, fty, name=name)
-        dest, base, ld, first, limit, k0, kc = fn.args
-        dest.add_attribute("noalias")
-        b = ir.IRBuilder(fn.append_basic_block("entry"))
-
-        def read(outer: ir.Value, p: ir.Value) -> ir.Value:
-            kk = b.add(k0, p)
-            r, col = (outer, kk) if side == "a" else (kk, outer)
-            major, minor = (col, r) if trans else (r, col)
-            return b.gep(base, [b.add(b.mul(major, ld), minor)], inbounds=True)
-        if (side == "a") != trans:  # k runs along memory: copy each row (column) whole
-            self._pack_k_inner(b, dest, read, first, limit, kc, width)
-        else:
-            self._pack(b, dest, read, first, limit, kc, width)
-        b.ret_void()
-        return fn
-
-    def _pack_k_inner(self, b: ir.IRBuilder, dest: ir.Value,
-                      read: Callable[[ir.Value, ir.Value], ir.Value], first: ir.Value,
-                      limit: ir.Value, kc: ir.Value, width: int) -> None:
-        """The layout of `_pack`, filled one outer index at a time (contiguous reads along
-        k, stores `width` apart): the form for operands stored with k innermost."""
-        count = b.sdiv(b.add(b.sub(limit, first), _c(width - 1)), _c(width))
-        zero = self._zero(self.ft)
-
-        def sliver(t: ir.Value) -> None:
-            start = b.add(first, b.mul(t, _c(width)))
-            base = b.mul(t, b.mul(kc, _c(width)))
-
-            def lane(w: ir.Value) -> None:
-                o = b.add(start, w)
-                inside = b.icmp_signed("<", o, limit)
-                safe = b.select(inside, o, first)
-
-                def step(p: ir.Value) -> None:
-                    val = b.select(inside, b.load(read(safe, p)), zero)
-                    at = b.add(b.add(base, b.mul(p, _c(width))), w)
-                    b.store(val, b.gep(dest, [at], inbounds=True))
-                _loop(b, _c(0), kc, 1, step, "pk")
-            _loop(b, _c(0), _c(width), 1, lane, "pw")
-        _loop(b, _c(0), count, 1, sliver, "ps")
-
-    def _pack(self, b: ir.IRBuilder, dest: ir.Value, read: Callable[[ir.Value, ir.Value],
-              ir.Value], first: ir.Value, limit: ir.Value, kc: ir.Value, width: int) -> None:
-        """dest[t][p][w] = read(first + t*width + w, p) for the slivers t covering
-        [first, limit), zero beyond limit, for an operand whose `width` elements of one p
-        lie side by side: a whole sliver's step is one vector load and store (not `width`
-        scalar pairs for the SLP vectorizer to find, which cost it compile time)."""
-        count = b.sdiv(b.add(b.sub(limit, first), _c(width - 1)), _c(width))
-        zero = self._zero(self.ft)
-        vp = ir.VectorType(self.ft, width).as_pointer()
-
-        def sliver(t: ir.Value) -> None:
-            start = b.add(first, b.mul(t, _c(width)))
-            base = b.mul(t, b.mul(kc, _c(width)))
-            whole = b.icmp_signed("<=", b.add(start, _c(width)), limit)
-
-            def whole_step(p: ir.Value) -> None:
-                at = b.add(base, b.mul(p, _c(width)))
-                row = b.load(b.bitcast(read(start, p), vp), align=self.size)
-                b.store(row, b.bitcast(b.gep(dest, [at], inbounds=True), vp), align=self.size)
-
-            def edge_step(p: ir.Value) -> None:   # the last sliver: a loop, zero-padded
-                at = b.add(base, b.mul(p, _c(width)))
-
-                def lane(w: ir.Value) -> None:
-                    o = b.add(start, w)
-                    inside = b.icmp_signed("<", o, limit)
-                    val = b.select(inside, b.load(read(b.select(inside, o, first), p)), zero)
-                    b.store(val, b.gep(dest, [b.add(at, w)], inbounds=True))
-                _loop(b, _c(0), _c(width), 1, lane, "pw")
-            with b.if_else(whole) as (then, otherwise):
-                with then:
-                    _loop(b, _c(0), kc, 1, whole_step, "pk")
-                with otherwise:
-                    _loop(b, _c(0), kc, 1, edge_step, "pe")
-        _loop(b, _c(0), count, 1, sliver, "ps")
-
+        return render_pack(self.module, name, self.ft, self.size, self.lanes, side, width,
+                           trans)
 
 
 def routine_prefix(ft: ir.Type, size: int) -> str:

@@ -1,0 +1,161 @@
+"""The GEMM's packing routines: an operand's KC-deep slice copied into the micro-kernel's
+slivers (gemm/native.py's module docstring has the layout).
+
+In: the element type, the sliver width (MR for A, NR for B) and how the operand is stored.
+Out: `pack_<side>_<n|t>(T* dest, T* base, i64 ld, i64 first, i64 limit, i64 k0, i64 kc)`
+filling dest[t][p][w] = operand(first + t*width + w, k0 + p) for the slivers t covering
+[first, limit), zero beyond limit.
+
+Two shapes of copy, both vectorized here rather than by LLVM's vectorizers (which took
+30-36 ms of LLVM's time per routine on every cold start, against ~12 for code that needs
+no middle end):
+- the `width` elements of one k step lie side by side in memory (A transposed, B plain):
+  a whole sliver's step is one vector load and store;
+- k runs along memory (A plain, B transposed): `lanes` k steps of each of the sliver's
+  rows are one vector load each, and a lanes x lanes register transpose turns them into
+  the steps' rows of the sliver.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+from llvmlite import ir
+
+from fgrad.lower.llvm.gemm.native import I64, _c as c64, _loop as loop
+
+I32 = ir.IntType(32)
+Read = Callable[[ir.Value, ir.Value], ir.Value]   # (row or column, k step) -> its address
+
+
+def transpose_rows(b: ir.IRBuilder, rows: list[ir.Value]) -> list[ir.Value]:
+    """The transpose of `len(rows)` vectors of as many lanes (a power of two). Eight: the
+    unpack sequence (interleave pairs of elements, then of pairs, then swap 128-bit halves:
+    one instruction each on AVX2). Others: rounds of two-vector shuffles, round s
+    exchanging the blocks of s lanes off the diagonal between rows i and i + s (for four
+    lanes, the same unpack and half-swap instructions)."""
+    lanes = len(rows)
+
+    def shuffle(x: ir.Value, y: ir.Value, order: list[int]) -> ir.Value:
+        return b.shuffle_vector(x, y, ir.Constant(ir.VectorType(I32, lanes), order))
+    if lanes == 8:
+        pairs = [shuffle(rows[k], rows[k + 1], order) for k in range(0, 8, 2)
+                 for order in ([0, 8, 1, 9, 4, 12, 5, 13], [2, 10, 3, 11, 6, 14, 7, 15])]
+        quads = [shuffle(pairs[a], pairs[a + 2], order) for a in (0, 1, 4, 5)
+                 for order in ([0, 1, 8, 9, 4, 5, 12, 13], [2, 3, 10, 11, 6, 7, 14, 15])]
+        halves = ([0, 1, 2, 3, 8, 9, 10, 11], [4, 5, 6, 7, 12, 13, 14, 15])
+        return [shuffle(quads[i % 4], quads[i % 4 + 4], halves[i // 4]) for i in range(8)]
+    rows = list(rows)
+    s = 1
+    while s < lanes:
+        low = [j if not j & s else lanes + j - s for j in range(lanes)]
+        high = [j + s if not j & s else lanes + j for j in range(lanes)]
+        for i in (i for i in range(lanes) if not i & s):
+            rows[i], rows[i + s] = shuffle(rows[i], rows[i + s], low), shuffle(
+                rows[i], rows[i + s], high)
+        s *= 2
+    return rows
+
+
+class _Pack:
+    """Emits one packing routine into `module`."""
+
+    def __init__(self, module: ir.Module, ft: ir.Type, size: int, lanes: int, width: int):
+        self.module, self.ft, self.size, self.lanes, self.width = module, ft, size, lanes, width
+        self.zero = ir.Constant(ft, 0 if isinstance(ft, ir.IntType) else 0.0)
+
+    def function(self, name: str, side: str, trans: bool) -> ir.Function:
+        """Define the routine (module docstring) for operand `side` ("a" or "b")."""
+        fp = self.ft.as_pointer()
+        fty = ir.FunctionType(ir.VoidType(), [fp, fp, I64, I64, I64, I64, I64])
+        fn = ir.Function(self.module, fty, name=name)
+        dest, base, ld, first, limit, k0, kc = fn.args
+        dest.add_attribute("noalias")
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+
+        def read(outer: ir.Value, p: ir.Value) -> ir.Value:
+            kk = b.add(k0, p)
+            r, col = (outer, kk) if side == "a" else (kk, outer)
+            major, minor = (col, r) if trans else (r, col)
+            return b.gep(base, [b.add(b.mul(major, ld), minor)], inbounds=True)
+        along_k = (side == "a") != trans
+        count = b.sdiv(b.add(b.sub(limit, first), c64(self.width - 1)), c64(self.width))
+
+        def sliver(t: ir.Value) -> None:
+            start = b.add(first, b.mul(t, c64(self.width)))
+            out = b.gep(dest, [b.mul(t, b.mul(kc, c64(self.width)))], inbounds=True)
+            whole = b.icmp_signed("<=", b.add(start, c64(self.width)), limit)
+            with b.if_else(whole) as (then, otherwise):
+                with then:
+                    if along_k:
+                        self._transposing(b, out, read, start, ld, kc)
+                    else:
+                        loop(b, c64(0), kc, 1, lambda p: self._step_vector(b, out, read, start,
+                                                                            p), "pk")
+                with otherwise:   # the last sliver: element by element, zero-padded
+                    loop(b, c64(0), kc, 1,
+                         lambda p: self._step_scalars(b, out, read, start, limit, p), "pe")
+        loop(b, c64(0), count, 1, sliver, "ps")
+        b.ret_void()
+        return fn
+
+    def _vector_at(self, b: ir.IRBuilder, at: ir.Value, count: int) -> ir.Value:
+        return b.bitcast(at, ir.VectorType(self.ft, count).as_pointer())
+
+    def _step_vector(self, b: ir.IRBuilder, out: ir.Value, read: Read, start: ir.Value,
+                     p: ir.Value) -> None:
+        """A whole sliver's step p whose elements lie side by side: one load, one store."""
+        row = b.load(self._vector_at(b, read(start, p), self.width), align=self.size)
+        at = b.gep(out, [b.mul(p, c64(self.width))], inbounds=True)
+        b.store(row, self._vector_at(b, at, self.width), align=self.size)
+
+    def _step_scalars(self, b: ir.IRBuilder, out: ir.Value, read: Read, start: ir.Value,
+                      limit: ir.Value, p: ir.Value) -> None:
+        """Step p of the last sliver, element by element, zeros past `limit`."""
+        def lane(w: ir.Value) -> None:
+            o = b.add(start, w)
+            inside = b.icmp_signed("<", o, limit)
+            val = b.select(inside, b.load(read(b.select(inside, o, start), p)), self.zero)
+            b.store(val, b.gep(out, [b.add(b.mul(p, c64(self.width)), w)], inbounds=True))
+        loop(b, c64(0), c64(self.width), 1, lane, "pw")
+
+    def _transposing(self, b: ir.IRBuilder, out: ir.Value, read: Read, start: ir.Value,
+                     ld: ir.Value, kc: ir.Value) -> None:
+        """A whole sliver of an operand stored with k innermost (row w + 1 lies `ld` past
+        row w): blocks of `lanes` steps through register transposes (rows in groups of
+        `lanes`, the last group padded with undefined rows whose lanes are never stored),
+        then the remaining steps one by one."""
+        lanes, width = self.lanes, self.width
+        blocks = b.mul(b.sdiv(kc, c64(lanes)), c64(lanes))
+        undefined = ir.Constant(ir.VectorType(self.ft, lanes), ir.Undefined)
+
+        def block(p: ir.Value) -> None:
+            first_row = read(start, p)
+            steps_out = b.gep(out, [b.mul(p, c64(width))], inbounds=True)
+            for g in range(0, width, lanes):
+                rows = [b.load(self._vector_at(b, b.gep(first_row, [b.mul(c64(w), ld)]),
+                                               lanes), align=self.size)
+                        if w < width else undefined for w in range(g, g + lanes)]
+                used = min(lanes, width - g)
+                for q, column in enumerate(transpose_rows(b, rows)):
+                    if used < lanes:
+                        column = b.shuffle_vector(column, undefined,
+                                                  ir.Constant(ir.VectorType(I32, used),
+                                                              list(range(used))))
+                    at = b.gep(steps_out, [c64(q * width + g)], inbounds=True)
+                    b.store(column, self._vector_at(b, at, used), align=self.size)
+        loop(b, c64(0), blocks, lanes, block, "pb")
+
+        def step(p: ir.Value) -> None:
+            def lane(w: ir.Value) -> None:
+                val = b.load(read(b.add(start, w), p))
+                b.store(val, b.gep(out, [b.add(b.mul(p, c64(width)), w)], inbounds=True))
+            loop(b, c64(0), c64(width), 1, lane, "pw")
+        loop(b, blocks, kc, 1, step, "pt")
+
+
+def render_pack(module: ir.Module, name: str, ft: ir.Type, size: int, lanes: int,
+                side: str, width: int, trans: bool) -> ir.Function:
+    """Define packing routine `name` (module docstring) for operand `side` ("a": A(row, k)
+    slivers of `width` rows; "b": B(k, col) slivers of `width` columns), stored plainly or
+    transposed (`trans`), element type `ft` of `size` bytes at `lanes` per vector."""
+    return _Pack(module, ft, size, lanes, width).function(name, side, trans)
