@@ -148,3 +148,17 @@ def test_the_micro_kernel_needs_no_middle_end():
     assert sorted(op for op in fast if op.startswith(memory_ops)) == \
         sorted(op for op in full if op.startswith(memory_ops))
     assert len(fast) <= len(full) + 2
+
+
+def test_tile_loops_live_beside_the_micro_kernel():
+    """The per-tile loops are compiled with the micro-kernel (scheduled code); the driver
+    around them runs per block and compiles as glue, never calling the micro-kernel."""
+    from fgrad.lower.llvm import kernel_cache
+    from fgrad.lower.llvm.gemm.driver import routine_texts
+    from fgrad.lower.llvm.runtime import _routine_unit
+    texts = dict(routine_texts("float32"))
+    assert re.search(r'define void @"fgrad_gemm\d+_f32_\w+_tiles"', texts["micro"])
+    assert re.search(r'call void @"fgrad_gemm\d+_f32_\w+_tiles"', texts["driver"])
+    assert not re.search(r'@"fgrad_gemm\d+_f32_\w+_micro"', texts["driver"])
+    assert _routine_unit("driver", texts["driver"])[1] == kernel_cache.GLUE
+    assert _routine_unit("micro", texts["micro"])[1] == kernel_cache.SCHEDULED
