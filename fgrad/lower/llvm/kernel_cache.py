@@ -319,6 +319,11 @@ def _kernel_key(kernel: Kernel, key_of: Callable[[str], str]) -> tuple[str, int 
 
 
 Unit = Union[str, Kernel, Callable[[], str]]  # LLVM IR text, or what renders it when needed
+FType = Union[ir.FunctionType, Callable[[], ir.FunctionType]]   # or what finds it when asked
+
+
+def _ftype(found: FType) -> ir.FunctionType:
+    return found if isinstance(found, ir.FunctionType) else found()
 
 
 def _text_of(item: Unit) -> str:
@@ -336,11 +341,12 @@ def _length(item: Unit) -> int:
 def _library_unit(eqn: Eqn, chunks: tuple[int, int, int] | None,
                   epilogue: tuple[CompiledKernel, Kernel] | None,
                   key_of: Callable[[str], str],
-                  private: bool = False) -> tuple[str, Unit, ir.FunctionType]:
+                  private: bool = False) -> tuple[str, Unit, FType]:
     """(key, unit, function type) of a library call. Keyed by the equation (primitive,
     params, avals), its split, its epilogue's symbol, the gemm setting and the lowering's
     source, so that with its signature remembered (`signatures`) it is rendered only
-    when compiled; else keyed by its LLVM text."""
+    when compiled (without: when compiled too, with the compile threads already busy, and
+    its type read then); else keyed by its LLVM text."""
     register_library_symbols(eqn)   # its code may come from a cache, never rendered
     source = _lowering_source()
     render = functools.partial(_library_text, eqn, chunks is not None, epilogue, private)
@@ -354,10 +360,14 @@ def _library_unit(eqn: Eqn, chunks: tuple[int, int, int] | None,
                             repr([str(v.aval) for v in eqn.outvars])])
     key = key_of(described)
     ftype = signatures.load(key)
-    if ftype is None:
-        text, ftype = render()
-        signatures.store(key, ftype)
-        return key, text, ftype
+    if ftype is None:   # rendered once, when compiled or when its type is asked for
+        rendered = functools.cache(render)
+
+        @functools.cache
+        def remembered() -> ir.FunctionType:
+            signatures.store(key, rendered()[1])
+            return rendered()[1]
+        return key, lambda: rendered()[0], remembered
     return key, lambda: render()[0], ftype
 
 
@@ -392,7 +402,7 @@ def compile_kernels(kernels: Sequence[Kernel], key_of: Callable[[str], str],
     thread once every missing unit is handed to the compile threads, before waiting for
     them; `symbols` gives each name's symbol and function type (what the program's entry
     module declares)."""
-    found: dict[str, tuple[str, Unit, ir.FunctionType]] = {}
+    found: dict[str, tuple[str, Unit, FType]] = {}
     levels: dict[str, int | None] = {}
     for kernel in kernels:
         key, level = _kernel_key(kernel, key_of)
@@ -402,7 +412,8 @@ def compile_kernels(kernels: Sequence[Kernel], key_of: Callable[[str], str],
     for name, eqn in (library_calls or {}).items():
         fused = (epilogues or {}).get(name)
         epilogue = None if fused is None else (
-            CompiledKernel(_symbol(found[fused][0]), found[fused][2], b""), by_name[fused])
+            CompiledKernel(_symbol(found[fused][0]), _ftype(found[fused][2]), b""),
+            by_name[fused])
         found[name] = _library_unit(eqn, split.get(name), epilogue, key_of, name in private)
         if eqn.primitive.name == "dot_general":   # stores sizes, loops over chunks, calls
             levels[found[name][0]] = GLUE
@@ -412,12 +423,13 @@ def compile_kernels(kernels: Sequence[Kernel], key_of: Callable[[str], str],
     inflight = _started_prefetches(wanted)
     objects = {key: obj for key in wanted
                if key not in inflight and (obj := cached_object(key)) is not None}
-    symbols = {name: (_symbol(key), ftype) for name, (key, _, ftype) in found.items()}
+    def symbols() -> dict[str, tuple[str, ir.FunctionType]]:
+        return {name: (_symbol(key), _ftype(ftype)) for name, (key, _, ftype) in found.items()}
     objects.update(_build_all({key: unit for key, unit in wanted.items()
                                if key not in objects and key not in inflight},
-                              lambda: meanwhile(symbols) if meanwhile else None))
+                              lambda: meanwhile(symbols()) if meanwhile else None))
     objects.update({key: future.result() for key, future in inflight.items()})
-    compiled = {name: CompiledKernel(_symbol(key), ftype, objects[key], key)
+    compiled = {name: CompiledKernel(_symbol(key), _ftype(ftype), objects[key], key)
                 for name, (key, _, ftype) in found.items()}
     return compiled, {key: objects[key] for key in text_keys}
 
