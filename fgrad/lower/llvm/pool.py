@@ -214,18 +214,19 @@ def pool_module_text() -> str:
 
 
 def _engine() -> Any:
-    """The pool's compiled module: object code from the disk cache, else compiled with no
-    middle end (the code is scheduled by hand) on this thread's own LLVM context, so a
-    background build (`prefetch`) never holds up a program's compile. Never counted in the
-    kernel compile statistics: it is the backend's, not a program's."""
+    """The pool's compiled module: object code from the disk cache, else compiled as glue
+    (no middle end, O0 code generation: control code around atomics and calls, 5-8 instead
+    of 15-28 ms of LLVM per cold start) on this thread's own LLVM context, so a background
+    build (`prefetch`) never holds up a program's compile. Never counted in the kernel
+    compile statistics: it is the backend's, not a program's."""
     from fgrad.lower.llvm import engines, kernel_cache
     libc = ctypes.CDLL(None)
     llvm.add_symbol("fgrad_syscall", ctypes.cast(libc.syscall, ctypes.c_void_p).value)
     text = pool_module_text()
-    key = engines.cache_key(f"pool\n{text}")
+    key = engines.cache_key(f"pool\nO{kernel_cache.GLUE}\n{text}")
     obj = disk_cache.load(key, kernel_cache.FOLDER)
     if obj is None:
-        obj = kernel_cache.module_object(text, kernel_cache.SCHEDULED)
+        obj = kernel_cache.module_object(text, kernel_cache.GLUE)
         disk_cache.store(key, obj, kernel_cache.FOLDER)
     with engines._build_lock:
         engine = engines._load(obj)
