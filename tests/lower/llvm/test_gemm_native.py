@@ -102,17 +102,21 @@ def test_weight_gradient_of_x_at_w_transposed_is_read_contiguously():
     np.testing.assert_allclose(second.numpy(), 0.9 * mn + 0.1 * g * g, rtol=1e-4, atol=1e-5)
 
 
-def test_a_call_site_only_stores_its_sizes_and_calls_the_shared_driver():
+def test_a_call_site_only_copies_its_sizes_and_calls_the_shared_driver():
     """The block loops live in the shared driver (compiled once per dtype); a product's own
-    code is straight-line: its sizes (m, n, k, leading dimensions, ...) and one call."""
+    code is straight-line: a copy of its sizes (m, n, k, leading dimensions, ...) from a
+    constant table, and one call."""
     mr, nr, _ = tile_shape(4)
     with fgrad.config.override(gemm="native"):
         text = _module_text(70, 33, 45)
     rows = text[text.index('define internal void @"g0.rows"'):]
     rows = rows[:rows.index("\n}")]
     assert "phi" not in rows and "br " not in rows          # no loops of its own
-    stored = [int(v) for v in re.findall(r"store i64 (-?\d+), i64\*", rows)]
-    assert stored[:3] == [70, 33, 45]                      # m, n, k
+    assert "store i64" not in rows                          # the sizes: one copy
+    table = re.search(r'@"g0\.rows\.dims" = private constant \[\d+ x i64\] \[([^\]]*)\]', text)
+    sizes = [int(v.split()[1]) for v in table.group(1).split(",")]
+    assert sizes[:3] == [70, 33, 45]                        # m, n, k
+    assert "llvm.memcpy" in rows
     assert rows.count(f'call void @"fgrad_gemm{ROUTINES_VERSION}_f32_{mr}x{nr}_driver"') == 1
 
 
