@@ -394,7 +394,8 @@ def compile_kernels(kernels: Sequence[Kernel], key_of: Callable[[str], str],
                     | None = None
                     ) -> tuple[dict[str, CompiledKernel], dict[str, bytes]]:
     """The compiled form of each kernel and library call (gemm drivers with their
-    epilogues, LAPACK calls), by name, and the object code of each whole module in `texts`
+    epilogues, LAPACK calls), by name (empty object code for a kernel no step calls:
+    `_register_only`), and the object code of each whole module in `texts`
     ((IR text, speed level) pairs, e.g. the shared GEMM routines) by cache key: from
     memory, disk, or compiled now, all missing ones in one parallel batch. `key_of(ir_text)`
     hashes the text with the toolchain and host. `private`: gemm calls whose product only
@@ -418,7 +419,9 @@ def compile_kernels(kernels: Sequence[Kernel], key_of: Callable[[str], str],
         if eqn.primitive.name == "dot_general":   # stores sizes, loops over chunks, calls
             levels[found[name][0]] = GLUE
     text_keys = [key_of(f"O{level}\n{text}") for text, level in texts]
-    wanted = {key: (text, levels.get(key)) for key, text, _ in found.values()}
+    unused = _register_only(found, by_name, library_calls or {}, epilogues or {})
+    wanted = {key: (text, levels.get(key)) for key, text, _ in found.values()
+              if key not in unused}
     wanted.update({key: unit for key, unit in zip(text_keys, texts, strict=True)})
     inflight = _started_prefetches(wanted)
     objects = {key: obj for key in wanted
@@ -429,9 +432,21 @@ def compile_kernels(kernels: Sequence[Kernel], key_of: Callable[[str], str],
                                if key not in objects and key not in inflight},
                               lambda: meanwhile(symbols()) if meanwhile else None))
     objects.update({key: future.result() for key, future in inflight.items()})
-    compiled = {name: CompiledKernel(_symbol(key), _ftype(ftype), objects[key], key)
+    compiled = {name: CompiledKernel(_symbol(key), _ftype(ftype), objects.get(key, b""), key)
                 for name, (key, _, ftype) in found.items()}
     return compiled, {key: objects[key] for key in text_keys}
+
+
+def _register_only(found: dict[str, tuple[str, Unit, FType]], kernels: dict[str, Kernel],
+                   library_calls: dict[str, Eqn], epilogues: dict[str, str]) -> set[str]:
+    """Keys of kernels that no step calls: fused epilogues that fgrad's GEMM computes in
+    its registers (W5's two bias+relu kernels, ~18 ms of LLVM each on a cold start), unless
+    a kernel that does run shares the key. They compile to nothing (empty object code)."""
+    from fgrad.lower.llvm.gemm.epilogue import in_registers
+    registered = {fused for gemm, fused in epilogues.items()
+                  if in_registers(library_calls[gemm], kernels[fused])}
+    return {found[n][0] for n in registered} - {
+        found[n][0] for n in kernels if n not in registered}
 
 
 def _started_prefetches(wanted: dict[str, tuple[Unit, int | None]]

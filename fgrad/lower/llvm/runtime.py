@@ -109,7 +109,7 @@ def build(program: Program, source: Jaxpr | None = None) -> tuple["LLVMExecutabl
         program.epilogues, program.private_products, prepare_entry)
     ((module, prepared),) = entry
     by_symbol = {k.symbol: k for k in kernels.values()}
-    linked = {**routines, **{k.key: k.obj for k in by_symbol.values()}}
+    linked = {**routines, **{k.key: k.obj for k in by_symbol.values() if k.obj}}
     engine, entry_key = _linked_engine(module, prepared, list(linked.values()))
     _log_compile(program, kernel_cache.stats - collections.Counter(before),
                  time.perf_counter() - start)

@@ -198,3 +198,28 @@ def test_a_product_read_elsewhere_keeps_its_buffer():
     p = x.numpy() @ w.numpy()
     want = np.maximum(p + b.numpy(), 0) * p.sum()
     np.testing.assert_allclose(fgrad.jit(fn)(x, w, b).numpy(), want, rtol=1e-3, atol=1e-3)
+
+
+@pytest.mark.parametrize("name, in_registers", [("bias_relu", True), ("residual", True),
+                                                ("bias_gelu", False)])
+def test_a_register_epilogue_kernel_is_never_compiled(monkeypatch, name, in_registers):
+    """A fused kernel that the micro-kernel computes in registers is called by no step, so
+    it is not compiled (its LLVM time on every cold start); one run through the driver's
+    thunk is."""
+    from fgrad.lower.llvm import kernel_cache
+    compiled: list[str] = []
+    real = kernel_cache._object_code
+    monkeypatch.setattr(kernel_cache, "_object_code", lambda text, level=None: compiled.append(
+        text) or real(text, level))
+    kernel_cache.clear_memory()
+    monkeypatch.setenv("FGRAD_CACHE_DIR", "")   # no disk cache: everything compiles here
+    m, k, n = 37, 29, 23
+    x, w = RNG.standard_normal((m, k)).astype(np.float32), RNG.standard_normal((k, n))
+    b, r = RNG.standard_normal(n), RNG.standard_normal((m, n))
+    args = [x, w.astype(np.float32), b.astype(np.float32), r.astype(np.float32)]
+    fn, ref = EPILOGUES[name]
+    with fgrad.config.override(gemm="native"):
+        got = fgrad.jit(fn, backend="llvm")(*map(Tensor, args))
+    np.testing.assert_allclose(got.numpy(), ref(*args), rtol=1e-4, atol=1e-4)
+    kernels = [t for t in compiled if 'ModuleID = "fgrad_kernel"' in t]
+    assert len(kernels) == (0 if in_registers else 1)
