@@ -7,10 +7,11 @@ of them (the contract of `blas.render_gemm_rows`, so the pool splits it the same
 
 The loops around the packing routines and the micro-kernel (gemm/native.py: jc over NC-wide
 column blocks, pc over KC-deep slices, ic over MC-tall row blocks, then jr/ir over tiles in
-`<prefix>_tiles`, which lives in the micro-kernel's module) are the same for every product, so they are compiled once per dtype as a shared routine,
+`<prefix>_tiles`, which lives in the micro-kernel's module) are the same for every product,
+so they are compiled once per dtype as a shared routine,
 `<prefix>_driver(i64* dims, T* out, T* lhs, T* rhs, i64 start, i64 stop, epilogue, ctx)`,
 that reads the sizes from `dims` (layout: `DIMS`, then the batch sizes and both operands'
-batch strides). A call site only stores its sizes and calls it: a module of a few calls
+batch strides). A call site only copies its sizes (from a constant table) and calls it: a module of a few calls
 that compiles in milliseconds, where a driver specialized to constant sizes took ~30 ms of
 LLVM's time per product (W9 has 19). A fused epilogue kernel that runs on row ranges is
 called through a small thunk `void thunk(i8** buffers, i64 lo, i64 hi)` that the wrapper
