@@ -426,6 +426,7 @@ def compile_kernels(kernels: Sequence[Kernel], key_of: Callable[[str], str],
     inflight = _started_prefetches(wanted)
     objects = {key: obj for key in wanted
                if key not in inflight and (obj := cached_object(key)) is not None}
+
     def symbols() -> dict[str, tuple[str, ir.FunctionType]]:
         return {name: (_symbol(key), _ftype(ftype)) for name, (key, _, ftype) in found.items()}
     objects.update(_build_all({key: unit for key, unit in wanted.items()
