@@ -86,8 +86,10 @@ class _Pack:
             whole = b.icmp_signed("<=", b.add(start, c64(self.width)), limit)
             with b.if_else(whole) as (then, otherwise):
                 with then:
-                    if along_k:
-                        self._transposing(b, out, read, start, ld, kc)
+                    if along_k:   # whole blocks of steps, then the rest one by one
+                        done = self._transposed_blocks(b, out, read, start, ld, kc)
+                        loop(b, done, kc, 1, lambda p: self._step_scalars(
+                            b, out, read, start, limit, p), "pt")
                     else:
                         loop(b, c64(0), kc, 1, lambda p: self._step_vector(b, out, read, start,
                                                                             p), "pk")
@@ -110,7 +112,8 @@ class _Pack:
 
     def _step_scalars(self, b: ir.IRBuilder, out: ir.Value, read: Read, start: ir.Value,
                       limit: ir.Value, p: ir.Value) -> None:
-        """Step p of the last sliver, element by element, zeros past `limit`."""
+        """Step p of a sliver element by element, zeros past `limit` (the last sliver's
+        steps, and a whole sliver's steps after its blocks)."""
         def lane(w: ir.Value) -> None:
             o = b.add(start, w)
             inside = b.icmp_signed("<", o, limit)
@@ -118,12 +121,12 @@ class _Pack:
             b.store(val, b.gep(out, [b.add(b.mul(p, c64(self.width)), w)], inbounds=True))
         loop(b, c64(0), c64(self.width), 1, lane, "pw")
 
-    def _transposing(self, b: ir.IRBuilder, out: ir.Value, read: Read, start: ir.Value,
-                     ld: ir.Value, kc: ir.Value) -> None:
-        """A whole sliver of an operand stored with k innermost (row w + 1 lies `ld` past
-        row w): blocks of `lanes` steps through register transposes (rows in groups of
-        `lanes`, the last group padded with undefined rows whose lanes are never stored),
-        then the remaining steps one by one."""
+    def _transposed_blocks(self, b: ir.IRBuilder, out: ir.Value, read: Read, start: ir.Value,
+                           ld: ir.Value, kc: ir.Value) -> ir.Value:
+        """The whole blocks of `lanes` steps of a whole sliver of an operand stored with k
+        innermost (row w + 1 lies `ld` past row w), through register transposes (rows in
+        groups of `lanes`, the last group padded with undefined rows whose lanes are never
+        stored); returns the first step they leave."""
         lanes, width = self.lanes, self.width
         blocks = b.mul(b.sdiv(kc, c64(lanes)), c64(lanes))
         undefined = ir.Constant(ir.VectorType(self.ft, lanes), ir.Undefined)
@@ -144,13 +147,7 @@ class _Pack:
                     at = b.gep(steps_out, [c64(q * width + g)], inbounds=True)
                     b.store(column, self._vector_at(b, at, used), align=self.size)
         loop(b, c64(0), blocks, lanes, block, "pb")
-
-        def step(p: ir.Value) -> None:
-            def lane(w: ir.Value) -> None:
-                val = b.load(read(b.add(start, w), p))
-                b.store(val, b.gep(out, [b.add(b.mul(p, c64(width)), w)], inbounds=True))
-            loop(b, c64(0), c64(width), 1, lane, "pw")
-        loop(b, blocks, kc, 1, step, "pt")
+        return blocks
 
 
 def render_pack(module: ir.Module, name: str, ft: ir.Type, size: int, lanes: int,
