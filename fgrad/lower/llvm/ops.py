@@ -192,7 +192,7 @@ def _sign(em: Emitter, a: list[ir.Value], dt: DType, od: DType) -> ir.Value:
 def _logistic(em: Emitter, a: list[ir.Value], dt: DType, od: DType) -> ir.Value:
     """1 / (1 + e^-x) for x >= 0, e^x / (1 + e^x) below: no overflow, no cancellation."""
     x, b = a[0], em.b
-    e = llvm_math.exp(em, b.fneg(em.intrinsic("llvm.fabs", [x])))
+    e = llvm_math.exp_nonpositive(em, b.fneg(em.intrinsic("llvm.fabs", [x])))
     one = ir.Constant(x.type, 1.0)
     numerator = b.select(b.fcmp_ordered(">=", x, _zero(em, x)), one, e)
     return b.fdiv(numerator, b.fadd(one, e))  # one division: the vector divider is slow

@@ -26,6 +26,7 @@ from fgrad.lower.kernel.build import identity
 from fgrad.lower.kernel.streaming import (LINE_BYTES, line_elements, streamed_outputs,
                                           streamed_store)
 from fgrad.lower.kernel.row_pipeline import RowPipeline, row_pipeline
+from fgrad.lower.kernel.signs import nonpositive
 from fgrad.lower.kernel.pieces import (clamp_idle, decide, fixed_quotient, piece_ranges,
                                        plain_sym, range_in, tile_width)
 from fgrad.lower.kernel.ir import (AccInit, AccRead, AccUpdate, Const, Expr, IndexPred,
@@ -37,6 +38,7 @@ from fgrad.lower.llvm.gemm.native import epilogue_row_scale, uses_native_gemm
 from fgrad.lower.llvm.blas import library_chunking, render_gemm_rows
 from fgrad.lower.llvm.lapack import render_lapack
 from fgrad.lower.llvm.sequences import render_sequence_op
+from fgrad.lower.llvm import vmath as llvm_math
 from fgrad.lower.schedule.partition import SEQUENCE_OPS
 from fgrad.lower.llvm.ops import I1, I64, OPS, Emitter, const, mem_type, reg_type
 from fgrad.lower.llvm.threads import (Call, chunking, emit_calls, entry_names, plan_parts,
@@ -379,6 +381,8 @@ class _KernelRenderer:
             if isinstance(which, ir.Constant):   # decided by a piece: the other side is dead
                 return self.value(e.args[1] if which.constant else e.args[2])
         args = [self.value(a) for a in e.args]
+        if e.op == "exp" and nonpositive(e.args[0]):
+            return self.em.round_to(e.dtype, llvm_math.exp_nonpositive(self.em, args[0]))
         return self.em.emit(e.op, args, [a.dtype for a in e.args], e.dtype)
 
     def index_value(self, e: IndexValue) -> ir.Value:

@@ -245,3 +245,23 @@ def test_fused_elementwise_kernel_is_vectorized() -> None:
     jaxpr, _ = open_jaxpr(fgrad.make_jaxpr(w1)(Tensor(np.ones(4096, np.float32))))
     text = optimized_ir(plan(jaxpr))
     assert " x float>" in text and "call float @expf" not in text
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["f32", "f64"])
+def test_exp_of_arguments_known_nonpositive_stays_within_3_ulp(dtype: Any) -> None:
+    """exp(-x*x), exp(-(x*x)) and exp(-|x|) take the one-step scale (vmath.exp_nonpositive):
+    results from 1 down through the denormals to 0, NaN and infinities included."""
+    x = np.concatenate([[np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-30, -1e-30],
+                        np.linspace(-30, 30, 20001), np.linspace(-760, 760, 10001),
+                        np.linspace(-0.01, 0.01, 2001)]).astype(dtype)
+    with np.errstate(over="ignore", invalid="ignore"):
+        square = (x * x).astype(np.longdouble)    # exp's argument as the kernel rounds it
+    forms = {"-x*x": (lambda t: (-t * t).exp(), np.exp(-square)),
+             "-(x*x)": (lambda t: (-(t * t)).exp(), np.exp(-square)),
+             "-|x|": (lambda t: (-t.abs()).exp(), np.exp(-np.abs(x.astype(np.longdouble))))}
+    for name, (fn, ref) in forms.items():
+        llvm_ir = fgrad.jit(fn, backend="llvm").lower(Tensor(x)).as_text().split("# LLVM IR")[1]
+        assert " ashr " not in llvm_ir, name     # not the general exp's two-step scale
+        got = llvm(fn, Tensor(x)).numpy()
+        assert _ulps(got, ref, dtype) <= 3.0, name
+        assert np.any((got > 0) & (got < np.finfo(dtype).tiny)), name   # denormals reached
