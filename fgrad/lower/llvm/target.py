@@ -8,8 +8,11 @@ uses the full 512 bits (AMD's Zen 4/5 tuning already prefers 512).
 """
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
+import threading
+from collections.abc import Iterator
 from typing import Any
 
 import llvmlite.binding as llvm
@@ -47,11 +50,30 @@ def features() -> str:
 
 def vector_bits(feature_string: str | None = None) -> int:
     """The widest float vector fgrad's kernels are built for on a CPU with these features
-    (default: the host): 512 with AVX-512F, 256 with AVX, else 128 (SSE/NEON)."""
+    (default: the host, or the width `rendering_for_width` set on this thread): 512 with
+    AVX-512F, 256 with AVX, else 128 (SSE/NEON)."""
+    if feature_string is None and getattr(_rendering, "bits", None):
+        return int(_rendering.bits)
     flags = set((features() if feature_string is None else feature_string).split(","))
     if "+avx512f" in flags:
         return 512
     return 256 if "+avx" in flags else 128
+
+
+_rendering = threading.local()
+
+
+@contextlib.contextmanager
+def rendering_for_width(bits: int) -> Iterator[None]:
+    """Code rendered on this thread inside the block is built for `bits`-wide vectors, as
+    on a CPU that has them (the GEMM routines rendered ahead of time for another CPU);
+    other threads, and the machines that compile, still see the host."""
+    saved = getattr(_rendering, "bits", None)
+    _rendering.bits = bits
+    try:
+        yield
+    finally:
+        _rendering.bits = saved
 
 
 @functools.cache

@@ -35,6 +35,7 @@ from fgrad.lower.kernel.ir import Kernel
 from fgrad.lower.llvm.gemm.conv_pack import GEOMETRY, conv_pack_type, render_conv_pack
 from fgrad.lower.llvm.gemm.epilogue import RegisterEpilogue, register_epilogue
 from fgrad.lower.llvm.gemm.prepack import PrepackPlan, emit_units, prepack_plan, render_prepack
+from fgrad.lower.llvm.gemm.prerendered import shipped_text
 from fgrad.lower.schedule.fuse_patches import PatchRead
 from fgrad.lower.schedule.gemm_layout import GemmDims, gemm_dims
 
@@ -379,7 +380,14 @@ def routine_text(dtype_name: str, part: str) -> str:
     (one module each, so they compile in parallel and are cached apart). Parts: "micro"
     (the micro-kernel), "pack_a", "pack_a_t", "pack_b", "pack_b_t", "driver" and
     "pack_b_conv" (implicit GEMM; the call sites of a program that has one give the driver
-    its address)."""
+    its address). The text shipped with the package when it matches (`prerendered.py`),
+    else rendered now."""
+    shipped = shipped_text(dtype_name, part) if part in ROUTINE_PARTS else None
+    return shipped if shipped is not None else render_routine_text(dtype_name, part)
+
+
+def render_routine_text(dtype_name: str, part: str) -> str:
+    """`routine_text` rendered through llvmlite."""
     if dtype_name not in ("float32", "float64", "int32"):
         raise ValueError(f"routine_text: no shared GEMM routines for {dtype_name!r}")
     if part not in ROUTINE_PARTS:
