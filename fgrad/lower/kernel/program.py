@@ -154,7 +154,8 @@ def _epilogue_of(sched: Schedule, n: int, segment: "Segment | None", kernel: Ker
 def plan(jaxpr: Jaxpr, half_native: bool = True, native_linalg: bool = True,
          call_per_segment: bool = False, epilogue_ok: EpilogueTest | None = None,
          in_registers: RegisterTest | None = None,
-         implicit_gemm: Callable[[Eqn], bool] | None = None) -> Program:
+         implicit_gemm: Callable[[Eqn], bool] | None = None,
+         on_final_kernel: Callable[[Kernel], None] = lambda kernel: None) -> Program:
     """Schedule `jaxpr`, build every kernel, group consecutive kernels into segments.
     `half_native`: whether float16 may be computed in kernels (else host steps);
     `native_linalg`: whether float32/64 linalg and sort are library calls (else host
@@ -164,7 +165,9 @@ def plan(jaxpr: Jaxpr, half_native: bool = True, native_linalg: bool = True,
     inside the gemm's call (the gemm call's slots are then its own, then the kernel's);
     `in_registers`: which of those the backend computes in registers, so that a product
     only they read needs no buffer (`Program.unstored`); `implicit_gemm`: which products
-    of conv_patches the backend's GEMM computes from the image (schedule/fuse_patches.py)."""
+    of conv_patches the backend's GEMM computes from the image (schedule/fuse_patches.py);
+    `on_final_kernel(kernel)` runs as soon as a kernel is built that planning will not change
+    (one that cannot become a gemm's epilogue), e.g. to start compiling it."""
     source, jaxpr = jaxpr, cse(expand(jaxpr, native_linalg, implicit_gemm))
     sched = schedule(jaxpr, half_native, native_linalg, source=source)
     names = sched.names
@@ -176,8 +179,12 @@ def plan(jaxpr: Jaxpr, half_native: bool = True, native_linalg: bool = True,
     fused: set[int] = set()
     products: dict[str, int] = {}
     in_place: dict[str, Var] = {}   # gemm call -> the output its register epilogue writes
-    built = {n: build_kernel(sched, step, names) for n, step in enumerate(sched.steps)
-             if isinstance(step, KernelStep)}
+    built: dict[int, tuple[Kernel, list[Var]]] = {}
+    for n, step in enumerate(sched.steps):
+        if isinstance(step, KernelStep):
+            built[n] = build_kernel(sched, step, names)
+            if not call_per_segment and (n == 0 or not isinstance(sched.steps[n - 1], GemmStep)):
+                on_final_kernel(built[n][0])
     segment: Segment | None = None
     for n, step in enumerate(sched.steps):
         if isinstance(step, HostStep):

@@ -92,6 +92,12 @@ def _trusted(folder: str) -> bool:
     return False
 
 
+def has(key: str, kind: str = "llvm") -> bool:
+    """Whether an entry of `key` exists (unread: `load` may still find it damaged)."""
+    path = _path(key, kind)
+    return path is not None and os.path.exists(path)
+
+
 def load(key: str, kind: str = "llvm") -> bytes | None:
     """The cached payload of `key`; None on a miss. A damaged entry is deleted."""
     path = _path(key, kind)

@@ -79,6 +79,7 @@ _lock = threading.Lock()
 _per_thread = threading.local()  # each compiling thread's target machine
 _INFLIGHT: dict[str, concurrent.futures.Future[bytes]] = {}  # prefetched, being compiled
 _BACKGROUND: list[concurrent.futures.ThreadPoolExecutor] = []
+_RENDERED: dict[str, str] = {}   # texts of prefetched kernels, for a compile that takes one back
 stats: collections.Counter[str] = collections.Counter()  # memory_hits, disk_hits, builds
 
 
@@ -203,6 +204,24 @@ def prefetch(units: Sequence[tuple[str, int | None]], key_of: Callable[[str], st
                 _INFLIGHT[key] = _background().submit(_build_one, key, text, speed_level)
 
 
+def prefetch_kernel(kernel: Kernel, key_of: Callable[[str], str]) -> None:
+    """Start compiling one kernel on the prefetch thread while the rest of its program is
+    still planned (a cold start's second core is otherwise idle then), unless it is cached
+    or under way (its program's compile reads a stored one and counts the hit). Its text is
+    kept: a compile that takes the unit back renders it once."""
+    key, level = _kernel_key(kernel, key_of)
+    with _lock:
+        if key in _OBJECTS or key in _INFLIGHT:
+            return
+    if disk_cache.has(key, FOLDER):
+        return
+    text = _kernel_text(kernel)[0]
+    with _lock:
+        if key not in _INFLIGHT:
+            _RENDERED[key] = text
+            _INFLIGHT[key] = _background().submit(_build_one, key, text, level)
+
+
 def _background() -> concurrent.futures.ThreadPoolExecutor:
     if not _BACKGROUND:
         _BACKGROUND.append(concurrent.futures.ThreadPoolExecutor(1, "fgrad-prefetch"))
@@ -215,6 +234,7 @@ def _build_one(key: str, text: str, speed_level: int | None) -> bytes:
     finally:
         with _lock:
             _INFLIGHT.pop(key, None)
+            _RENDERED.pop(key, None)
 
 
 def _stored(key: str, obj: bytes) -> None:
@@ -475,7 +495,9 @@ def _build_all(missing: dict[str, tuple[Unit, int | None]],
 
     def job(key: str) -> tuple[str, int | None]:
         unit, level = missing[key]
-        return _named(key, _text_of(unit)), level
+        with _lock:
+            text = _RENDERED.pop(key, None)
+        return _named(key, _text_of(unit) if text is None else text), level
     workers = _workers(len(order) + 1) if order else 1   # `meanwhile` is work too
     if workers > 1:   # each compile thread also stores what it built (off this thread)
         with concurrent.futures.ThreadPoolExecutor(workers) as pool:

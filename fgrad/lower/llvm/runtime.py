@@ -32,6 +32,7 @@ from fgrad import flags, profiler
 from fgrad.core.ir import Eqn, Jaxpr
 from fgrad.transforms import caches
 from fgrad.lower.llvm import disk_cache, kernel_cache, pool
+from fgrad.lower.llvm import target as llvm_target
 from fgrad.lower.llvm.engines import (_ENGINES, _build_lock, _engines_lock, _EntryObject,
                                       _entry_object, _keep, _linked_engine, _load, _optimize,
                                       _toolchain_and_host, cache_key, clear_memory_cache,
@@ -54,6 +55,7 @@ from fgrad.lower.kernel.call_plan import (CONSTANT, FRESH, CallPlan, HostCall, N
 from fgrad.lower.kernel.program_key import program_key, tunables
 from fgrad.lower.kernel.memory import memory_report
 from fgrad.lower.kernel.program import Program, Segment
+from fgrad.lower.kernel.ir import Kernel
 from fgrad.lower.schedule.split_reduce import split_reductions
 
 log = logging.getLogger("fgrad.compile")
@@ -352,16 +354,22 @@ def _compile_sub(jaxpr: Jaxpr) -> Any:
     return executable_for(jaxpr, "llvm")
 
 
-def plan(jaxpr: Jaxpr, call_per_segment: bool = False) -> Program:
+def plan(jaxpr: Jaxpr, call_per_segment: bool = False, prefetch: bool = False) -> Program:
     """The program of `jaxpr` for this CPU (float16 kernels only with F16C; large
     leading-axes reductions split so that threads share them); `call_per_segment`: the
-    profiling build (one native call per kernel)."""
+    profiling build (one native call per kernel); `prefetch`: each kernel that planning
+    will not change starts compiling as soon as it is built."""
     native = flags.gemm_library() == "native"
     return program_lib.plan(split_reductions(jaxpr), half_native(),
                             call_per_segment=call_per_segment,
                             epilogue_ok=epilogue_fits if native else None,
                             in_registers=in_registers if native else None,
-                            implicit_gemm=uses_native_gemm if native else None)
+                            implicit_gemm=uses_native_gemm if native else None,
+                            on_final_kernel=_prefetch_kernel if prefetch else lambda k: None)
+
+
+def _prefetch_kernel(kernel: Kernel) -> None:
+    kernel_cache.prefetch_kernel(kernel, cache_key)
 
 
 def compile_llvm(jaxpr: Jaxpr) -> LLVMExecutable:
@@ -373,8 +381,9 @@ def compile_llvm(jaxpr: Jaxpr) -> LLVMExecutable:
     pool.prefetch()
     exe = _load_program(key, jaxpr) if key is not None else None
     if exe is None:
-        _prefetch_routines(jaxpr)
-        exe, objects = build(plan(jaxpr), jaxpr)
+        with llvm_target.quick_thread_switches():
+            _prefetch_routines(jaxpr)
+            exe, objects = build(plan(jaxpr, prefetch=True), jaxpr)
         if key is not None and exe.plan.native_only:
             disk_cache.store(key, call_plan.dump_record(exe.plan, objects), PROGRAMS)
     return exe

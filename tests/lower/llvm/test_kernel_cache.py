@@ -215,3 +215,60 @@ def test_kernels_that_differ_only_in_shapes_and_names_compile_once():
     for out, x in zip(got, (a, b)):
         np.testing.assert_allclose(out.numpy(), x - 0.01 * x / (np.abs(x) + 1e-8), rtol=1e-5,
                                    atol=1e-6)
+
+
+def test_kernels_start_compiling_while_the_program_is_planned(tmp_path: Any,
+                                                              monkeypatch: Any):
+    """Kernels that planning will not change are handed to the prefetch thread as they are
+    built (rendered once, compiled once); a kernel a matmul may take as its epilogue waits."""
+    monkeypatch.setenv("FGRAD_CACHE_DIR", str(tmp_path))
+    handed, rendered, built = [], [], []
+    prefetch, render = kernel_cache.prefetch_kernel, kernel_cache._kernel_text
+    build = kernel_cache._built_and_stored
+    monkeypatch.setattr(kernel_cache, "_built_and_stored",
+                        lambda key, *a: (built.append(key), build(key, *a))[1])
+    monkeypatch.setattr(kernel_cache, "prefetch_kernel",
+                        lambda k, key_of: (handed.append(k.name), prefetch(k, key_of)))
+    monkeypatch.setattr(kernel_cache, "_kernel_text",
+                        lambda k: (rendered.append(k.name), render(k))[1])
+    x = RNG.standard_normal((48, 40)).astype(np.float32)
+    w = RNG.standard_normal((40, 24)).astype(np.float32)
+
+    def step(x: Tensor, w: Tensor) -> Any:
+        h = ((x * 0.5).exp() @ w).tanh()   # exp: before the matmul; tanh: its epilogue
+        return h.sum(axis=0), (x * x).max(axis=1)
+    got = fgrad.jit(step, backend="llvm")(Tensor(x), Tensor(w))
+    want = np.tanh(np.exp(x * np.float32(0.5)) @ w)
+    np.testing.assert_allclose(got[0].numpy(), want.sum(axis=0), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(got[1].numpy(), (x * x).max(axis=1), rtol=1e-6)
+    program = llvm_runtime.plan(open_jaxpr(fgrad.make_jaxpr(step)(Tensor(x), Tensor(w)))[0])
+    assert 1 <= len(handed) < len(program.kernels)
+    assert sorted(rendered) == sorted(set(rendered)) and set(handed) <= set(rendered)
+    assert sorted(built) == sorted(set(built)) and len(built) >= len(rendered)  # once each
+
+
+def test_compiles_switch_threads_quickly_and_give_the_interval_back():
+    """Nested and concurrent compiles share one change; the last to leave restores it."""
+    import sys
+    import threading
+
+    from fgrad.lower.llvm import target
+    saved = sys.getswitchinterval()
+    entered, leave = threading.Event(), threading.Event()
+
+    def other_compile() -> None:
+        with target.quick_thread_switches():
+            entered.set()
+            leave.wait(10)
+    with target.quick_thread_switches():
+        assert sys.getswitchinterval() == target.COMPILE_SWITCH_INTERVAL
+        thread = threading.Thread(target=other_compile)
+        thread.start()
+        entered.wait(10)
+        with target.quick_thread_switches():
+            pass
+        assert sys.getswitchinterval() == target.COMPILE_SWITCH_INTERVAL
+    assert sys.getswitchinterval() == target.COMPILE_SWITCH_INTERVAL   # the other one runs
+    leave.set()
+    thread.join(10)
+    assert sys.getswitchinterval() == saved
