@@ -13,8 +13,8 @@ NaN select at the end. Where the argument is known to be <= 0 (`kernel/signs.py`
 the logistic's exp(-|x|)), `exp_nonpositive` scales in one step. tanh(x) =
 copysign(-t / (2 + t), x) with t = expm1(-2|x|) for |x| clamped where tanh rounds to 1, so
 its expm1 needs no clamps and no two-step scale. All within 3 ulp (tests); NaN propagates,
-signed zeros are kept. Measured (2^20 float32 in cache, 2 threads, scaled to 2^24, min of
-50): tanh 12.9 -> 5.7 ms, logistic 10.4 -> 5.4, exp 8.0 -> 5.4, W1's chain 19.4 -> 14.6.
+signed zeros are kept. W1's chain on 2^24 float32: 20.6-21.6 -> 15.1-16.3 ms (alternating
+fresh processes; docs/performance.md, eighteenth session).
 """
 from __future__ import annotations
 

@@ -45,9 +45,10 @@ FORMS = [
     op("neg", op("abs", X)), op("sub", op("neg", op("exp", Y)), op("abs", X)),
     op("mul", op("abs", X), op("neg", op("sqrt", Y))), op("min", X, const(-1.0)),
     op("max", op("neg", op("abs", X)), op("neg", op("logistic", Y))),
-    op("select", X, op("neg", op("abs", Y)), const(0.0)), op("add", op("neg", op("mul", X, X)),
-                                                            op("neg", op("abs", Y))),
-    op("mul", op("abs", X), op("abs", Y)), op("mul", op("neg", op("abs", X)), op("neg", op("exp", Y))),
+    op("select", X, op("neg", op("abs", Y)), const(0.0)),
+    op("add", op("neg", op("mul", X, X)), op("neg", op("abs", Y))),
+    op("mul", op("abs", X), op("abs", Y)),
+    op("mul", op("neg", op("abs", X)), op("neg", op("exp", Y))),
 ]
 UNKNOWN = [op("mul", X, Y), op("sub", X, Y), op("neg", X), op("add", X, op("abs", Y)),
            op("max", X, const(-1.0)), op("mul", op("neg", X), Y), const(2.0), X]
