@@ -299,6 +299,20 @@ def pp_kernel(kernel: Kernel) -> str:
     return "\n".join(printer.lines)
 
 
+_UNKEYED: dict[type, tuple[str, ...]] = {Kernel: ("name",), Param: ("name", "shape")}
+_FIELDS: dict[type, tuple[str, ...] | None] = {}
+
+
+def _keyed_fields(cls: type) -> tuple[str, ...] | None:
+    """The fields of dataclass `cls` a fingerprint serializes (None: not a dataclass),
+    looked up once per class."""
+    if cls not in _FIELDS:
+        _FIELDS[cls] = tuple(f.name for f in dataclasses.fields(cls)
+                             if f.name not in _UNKEYED.get(cls, ())
+                             ) if dataclasses.is_dataclass(cls) else None
+    return _FIELDS[cls]
+
+
 def kernel_fingerprint(kernel: Kernel) -> str:
     """Every field of the kernel but the names (its own and its parameters') and its
     parameters' shapes, serialized (a node shared in the expression DAG once, then by
@@ -309,20 +323,19 @@ def kernel_fingerprint(kernel: Kernel) -> str:
     flat loop over a thread's chunk). Generic over the
     dataclasses' fields, so a field added later is part of it too."""
     numbers: dict[int, int] = {}
-    unkeyed = {Kernel: ("name",), Param: ("name", "shape")}
 
     def node(x: Any) -> str:
         if isinstance(x, (tuple, list)):
             return "(" + ",".join(node(i) for i in x) + ")"
-        if isinstance(x, frozenset):
-            return "{" + ",".join(sorted(node(i) for i in x)) + "}"
-        if not dataclasses.is_dataclass(x) or isinstance(x, type):
+        names = _keyed_fields(type(x))
+        if names is None:
+            if isinstance(x, frozenset):
+                return "{" + ",".join(sorted(node(i) for i in x)) + "}"
             return f"{type(x).__name__}:{x!r}"
         if id(x) in numbers:
             return f"#{numbers[id(x)]}"
         numbers[id(x)] = len(numbers)
-        fields = ",".join(f"{f.name}={node(getattr(x, f.name))}" for f in dataclasses.fields(x)
-                          if f.name not in unkeyed.get(type(x), ()))
+        fields = ",".join(f"{name}={node(getattr(x, name))}" for name in names)
         return f"{type(x).__name__}({fields})"
     return node(kernel)
 

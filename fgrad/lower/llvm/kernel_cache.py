@@ -80,6 +80,9 @@ _per_thread = threading.local()  # each compiling thread's target machine
 _INFLIGHT: dict[str, concurrent.futures.Future[bytes]] = {}  # prefetched, being compiled
 _BACKGROUND: list[concurrent.futures.ThreadPoolExecutor] = []
 _RENDERED: dict[str, str] = {}   # texts of prefetched kernels, for a compile that takes one back
+# (kernel, key_of, key, level) by id(kernel): a prefetched kernel's key, for its program's
+# compile (computing a key serializes the whole kernel)
+_PREFETCHED_KEYS: dict[int, tuple[Kernel, Callable[[str], str], str, int | None]] = {}
 stats: collections.Counter[str] = collections.Counter()  # memory_hits, disk_hits, builds
 
 
@@ -211,6 +214,9 @@ def prefetch_kernel(kernel: Kernel, key_of: Callable[[str], str]) -> None:
     kept: a compile that takes the unit back renders it once."""
     key, level = _kernel_key(kernel, key_of)
     with _lock:
+        if len(_PREFETCHED_KEYS) >= KEPT:   # programs whose compile never came
+            _PREFETCHED_KEYS.clear()
+        _PREFETCHED_KEYS[id(kernel)] = (kernel, key_of, key, level)
         if key in _OBJECTS or key in _INFLIGHT:
             return
     if disk_cache.has(key, FOLDER):
@@ -426,7 +432,12 @@ def compile_kernels(kernels: Sequence[Kernel], key_of: Callable[[str], str],
     found: dict[str, tuple[str, Unit, FType]] = {}
     levels: dict[str, int | None] = {}
     for kernel in kernels:
-        key, level = _kernel_key(kernel, key_of)
+        with _lock:
+            known = _PREFETCHED_KEYS.pop(id(kernel), None)
+        if known is not None and known[0] is kernel and known[1] is key_of:
+            key, level = known[2:]
+        else:
+            key, level = _kernel_key(kernel, key_of)
         found[kernel.name], levels[key] = (key, kernel, kernel_function_type(kernel)), level
     by_name = {k.name: k for k in kernels}
     split = library_chunking(library_calls or {})
