@@ -107,6 +107,23 @@ def test_a_cached_kernel_or_library_call_is_not_even_rendered(tmp_path: Any, mon
         np.testing.assert_array_equal(got.numpy(), want)
 
 
+def test_equal_library_calls_of_a_program_are_rendered_once(tmp_path: Any, monkeypatch: Any):
+    monkeypatch.setenv("FGRAD_CACHE_DIR", str(tmp_path))
+    kernel_cache.clear_memory()
+    a, b, c = (RNG.standard_normal((37, 37)).astype(np.float32) for _ in range(3))
+    rendered: list[int] = []
+    real_library = kernel_cache._library_text
+    monkeypatch.setattr(kernel_cache, "_library_text",
+                        lambda *args: rendered.append(1) or real_library(*args))
+    # three products of the same sizes and layout, each with the same fused epilogue:
+    # one key, one render, one unit
+    got = fgrad.jit(lambda a, b, c: ((a @ b) * 2.0, (b @ c) * 2.0, (c @ a) * 2.0),
+                    backend="llvm")(Tensor(a), Tensor(b), Tensor(c))
+    assert len(rendered) == 1, rendered
+    for out, want in zip(got, ((a @ b) * 2, (b @ c) * 2, (c @ a) * 2), strict=True):
+        np.testing.assert_allclose(out.numpy(), want, rtol=1e-5, atol=1e-5)
+
+
 def test_a_damaged_signature_entry_reads_as_a_miss(tmp_path: Any, monkeypatch: Any):
     monkeypatch.setenv("FGRAD_CACHE_DIR", str(tmp_path))
     signatures = kernel_cache.signatures
