@@ -41,6 +41,10 @@ def test_micro_kernel_is_broadcast_fma_at_the_host_width():
     assert micro.count(f'call <{lanes} x float> @"llvm.fma.v{lanes}f32"') == \
         (K_UNROLL + 1) * mr * nr // lanes
     assert f"_f32_{mr}x{nr}_" in micro
+    # one call per column of tiles: the micro-kernel loops over the column's row tiles
+    assert re.search(r'^ir\.head:', micro, re.M)
+    tiles = shared[shared.index('_tiles"('):]
+    assert tiles.count("_micro\"(") == 1 and "ir.head" not in tiles
     with fgrad.config.override(gemm="native"):   # whatever FGRAD_GEMM says
         text = _module_text(64, 64, 64)      # a program only declares the shared routines
     assert f'declare void @"fgrad_gemm{ROUTINES_VERSION}_f32_{mr}x{nr}_driver"' in text

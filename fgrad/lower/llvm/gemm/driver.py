@@ -235,13 +235,14 @@ def tiles_args(fp: ir.Type) -> list[ir.Type]:
 
 def render_tiles(module: ir.Module, ft: ir.Type, size: int) -> ir.Function:
     """Define `<prefix>_tiles(i64 kc, T* apack, T* panel, T* c, i64 n, i64 mc, i64 nc,
-    i1 first, i64 mode, T* out2, T* bias, i1 residual, i64 ic, i64 jc)`: the jr / ir loops
-    over the tiles of one packed MC x KC block of A and KC x NC panel of B, calling the
-    micro-kernel on each (C's tile at row ic + ir, column jc + jr, row stride n). It lives
+    i1 first, i64 mode, T* out2, T* bias, i1 residual, i64 ic, i64 jc)`: the jr loop over
+    the columns of tiles of one packed MC x KC block of A and KC x NC panel of B, calling
+    the micro-kernel on each (it loops over the column's tiles: C's column at row ic,
+    column jc + jr, row stride n). It lives
     beside the micro-kernel, compiled as scheduled code, so the driver around it (per
     block, not per tile) compiles as glue: 10 instead of ~50 ms of LLVM."""
     fp = ft.as_pointer()
-    mr, nr, _ = tile_shape(size)
+    _, nr, _ = tile_shape(size)
     prefix = routine_prefix(ft, size)
     fn = ir.Function(module, ir.FunctionType(ir.VoidType(), tiles_args(fp)),
                      name=f"{prefix}_tiles")
@@ -252,15 +253,10 @@ def render_tiles(module: ir.Module, ft: ir.Type, size: int) -> ir.Function:
     def col_tile(jr: ir.Value) -> None:
         cols = _smin(b, _c(nr), b.sub(nc, jr))
         bsl = b.gep(panel, [b.mul(jr, kc)], inbounds=True)
-
-        def row_tile(ir_: ir.Value) -> None:
-            rows = _smin(b, _c(mr), b.sub(mc, ir_))
-            asl = b.gep(apack, [b.mul(ir_, kc)], inbounds=True)
-            at = b.add(b.mul(b.add(ic, ir_), n), b.add(jc, jr))
-            addend = b.select(residual, at, b.add(jc, jr))
-            b.call(micro, [kc, asl, bsl, b.gep(c, [at], inbounds=True), n, rows, cols, first,
-                           mode, b.gep(out2, [at]), b.gep(bias, [addend])])
-        _loop(b, _c(0), mc, mr, row_tile, "ir")
+        at = b.add(b.mul(ic, n), b.add(jc, jr))
+        addend = b.select(residual, at, b.add(jc, jr))
+        b.call(micro, [kc, apack, bsl, b.gep(c, [at], inbounds=True), n, mc, cols, first,
+                       mode, b.gep(out2, [at]), b.gep(bias, [addend])])
     _loop(b, _c(0), nc, nr, col_tile, "jr")
     b.ret_void()
     return fn

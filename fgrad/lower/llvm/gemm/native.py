@@ -138,7 +138,7 @@ def micro_args(fp: ir.Type) -> list[ir.Type]:
     return [I64, fp, fp, fp, I64, I64, I64, I1, I64, fp, fp]
 
 
-ROUTINES_VERSION = 19   # bump when the shared routines' code changes (their symbols)
+ROUTINES_VERSION = 20   # bump when the shared routines' code changes (their symbols)
 
 
 class _Routines:
@@ -157,31 +157,44 @@ class _Routines:
     # ------------------------------------------------------------------ micro-kernel
 
     def micro_kernel(self) -> ir.Function:
-        """`void micro(i64 kc, T* a, T* b, T* c, i64 ldc, i64 rows, i64 cols, i1 first,
-        i64 mode, T* out2, T* bias)`: the MR x NR tile C[0:rows, 0:cols] (row stride ldc) =
-        (first ? 0 : C) + a @ b slivers; with `mode` (`EPILOGUE_MODES`, on the last k-slice)
-        the tile, plus bias[col] (or, in a residual mode, bias[row * ldc + col]) and/or
-        through relu, is also stored into out2 (same layout), in registers. `bias` points
-        at the tile's first column of n readable elements (a residual mode: the tile's
-        first element in a matrix laid out as C) even when the mode adds none (its loads
-        are then discarded)."""
+        """`void micro(i64 kc, T* a, T* b, T* c, i64 ldc, i64 height, i64 cols, i1 first,
+        i64 mode, T* out2, T* bias)`: a column of MR x NR tiles, C[0:height, 0:cols] (row
+        stride ldc) = (first ? 0 : C) + a @ b, from the packed A slivers `a` (MR * kc
+        elements apart) and one B sliver `b`; with `mode` (`EPILOGUE_MODES`, on the last
+        k-slice) each tile, plus bias[col] (or, in a residual mode, bias[row * ldc + col])
+        and/or through relu, is also stored into out2 (same layout), in registers. `bias`
+        points at the column's first element of n readable ones (a residual mode: its first
+        element in a matrix laid out as C) even when the mode adds none (its loads are then
+        discarded). One call per column of tiles decodes the mode once and pays the call
+        once: with a short k loop (a small convolution's k = 27) the per-tile entry was
+        ~20% of the micro-kernel's time."""
         fp, mr, nr, lanes = self.fp, self.mr, self.nr, self.lanes
         fty = ir.FunctionType(ir.VoidType(), micro_args(fp))
         fn = ir.Function(self.module, fty, name=f"{self.prefix}_micro")
-        kc, a, bp, c, ldc, rows, cols, first, mode, out2, bias = fn.args
+        kc, a, bp, c, ldc, height, cols, first, mode, out2, bias = fn.args
         for arg in (a, bp, c):
             arg.add_attribute("noalias")
         b = ir.IRBuilder(fn.append_basic_block("entry"))
         flags = _Mode.test(b, mode, ldc)
-        with b.if_then(b.icmp_signed(">=", kc, _c(PREFETCH_MIN_K))):
-            self._prefetch_tile(b, c, ldc, rows, cols)
-            with b.if_then(flags.residual):
-                self._prefetch_tile(b, bias, ldc, rows, cols, write=0)
-        zero = self._zero(self.vt)
-        accs = [[zero] * (nr // lanes) for _ in range(mr)]
-        p, accs = self._k_loop(b, fn, kc, _c(0), accs, K_UNROLL, "k4")
-        p, accs = self._k_loop(b, fn, kc, p, accs, 1, "k")
-        self._write_tile(b, accs, c, ldc, rows, cols, first, (flags, out2, bias))
+        scratch = b.alloca(self.ft, size=mr * nr, name="edge")   # an edge tile's sums
+
+        def row_tile(i: ir.Value) -> None:
+            rows = _smin(b, _c(mr), b.sub(height, i))
+            at = b.mul(i, ldc)
+            tile_c = b.gep(c, [at], inbounds=True)
+            tile_bias = b.gep(bias, [b.mul(i, flags.addend_stride)])
+            with b.if_then(b.icmp_signed(">=", kc, _c(PREFETCH_MIN_K))):
+                self._prefetch_tile(b, tile_c, ldc, rows, cols)
+                with b.if_then(flags.residual):
+                    self._prefetch_tile(b, tile_bias, ldc, rows, cols, write=0)
+            zero = self._zero(self.vt)
+            accs = [[zero] * (nr // lanes) for _ in range(mr)]
+            slivers = (b.gep(a, [b.mul(i, kc)], inbounds=True), bp)
+            p, accs = self._k_loop(b, fn, kc, _c(0), accs, K_UNROLL, "k4", slivers)
+            p, accs = self._k_loop(b, fn, kc, p, accs, 1, "k", slivers)
+            self._write_tile(b, accs, tile_c, ldc, rows, cols, first,
+                             (flags, b.gep(out2, [at]), tile_bias), scratch)
+        _loop(b, _c(0), height, mr, row_tile, "ir")
         b.ret_void()
         return fn
 
@@ -206,11 +219,11 @@ class _Routines:
                 b.call(prefetch, [b.bitcast(at, I8P), rw, keep, data])
 
     def _k_loop(self, b: ir.IRBuilder, fn: ir.Function, kc: ir.Value, start: ir.Value,
-                accs: list[list[ir.Value]], steps: int, name: str
-                ) -> tuple[ir.Value, list[list[ir.Value]]]:
+                accs: list[list[ir.Value]], steps: int, name: str,
+                slivers: tuple[ir.Value, ir.Value]) -> tuple[ir.Value, list[list[ir.Value]]]:
         """A loop of `steps` k steps per trip while `steps` more fit below kc, from k =
-        `start` with accumulators `accs`; returns (k, accumulators) after it (in its exit
-        block, where `b` is left)."""
+        `start` with accumulators `accs`, over the packed A and B `slivers`; returns (k,
+        accumulators) after it (in its exit block, where `b` is left)."""
         mr, nr, lanes = self.mr, self.nr, self.lanes
         before = b.block
         head, body, done = (fn.append_basic_block(f"{name}.{s}") for s in ("head", "body", "done"))
@@ -225,7 +238,7 @@ class _Routines:
                 phi.add_incoming(value, before)
         b.cbranch(b.icmp_signed("<=", b.add(p, _c(steps)), kc), body, done)
         b.position_at_end(body)
-        _, a, bp, *_ = fn.args   # the packed A and B slivers (micro_kernel's arguments)
+        a, bp = slivers
         vp, fma = self.vt.as_pointer(), self._multiply_add()
         new: list[list[ir.Value]] = [list(row) for row in phis]
         for step in range(steps):
@@ -316,9 +329,9 @@ class _Routines:
 
     def _write_tile(self, b: ir.IRBuilder, accs: list[list[ir.Value]], c: ir.Value,
                     ldc: ir.Value, rows: ir.Value, cols: ir.Value, first: ir.Value,
-                    epilogue: tuple[_Mode, ir.Value, ir.Value]) -> None:
+                    epilogue: tuple[_Mode, ir.Value, ir.Value], tile: ir.Value) -> None:
         """Full tiles: vector load-add-store into C (and the epilogue's store into out2);
-        edge tiles: through a stack tile."""
+        edge tiles: through the stack tile `tile`."""
         mr, nr, lanes = self.mr, self.nr, self.lanes
         mode, out2, bias = epilogue
         active = mode.active
@@ -351,7 +364,6 @@ class _Routines:
                         with b.if_then(active):
                             self._epilogue_tile(b, c, ldc, mode, out2, bias)
             with otherwise:
-                tile = b.alloca(self.ft, size=mr * nr)
                 for i in range(mr):
                     for v in range(nr // lanes):
                         ptr = b.bitcast(b.gep(tile, [_c(i * nr + v * lanes)]), vp)
