@@ -37,9 +37,10 @@ def test_micro_kernel_is_broadcast_fma_at_the_host_width():
     assert part == "micro"
     micro = shared[re.search(r'define void @"fgrad_gemm\d+_f32_\d+x\d+_micro"', shared).start():]
     micro = micro[:micro.index("\n}")]
-    # the main loop does K_UNROLL k steps per trip, the remainder loop one
+    # the main loop does K_UNROLL k steps per trip, the remainder loop one; a tile of at
+    # most MR / 2 rows has its own pair of loops over MR / 2 rows
     assert micro.count(f'call <{lanes} x float> @"llvm.fma.v{lanes}f32"') == \
-        (K_UNROLL + 1) * mr * nr // lanes
+        (K_UNROLL + 1) * (mr + mr // 2) * nr // lanes
     assert f"_f32_{mr}x{nr}_" in micro
     # one call per column of tiles: the micro-kernel loops over the column's row tiles
     assert re.search(r'^ir\.head:', micro, re.M)
@@ -147,7 +148,11 @@ def test_the_micro_kernel_needs_no_middle_end():
     assert part == "micro"
     fast_lines = _hottest_block(kernel_cache.assembly_of(micro, kernel_cache.SCHEDULED))
     full_lines = _hottest_block(kernel_cache.assembly_of(micro, kernel_cache.BY_HAND))
-    assert not any("%rsp" in line or "%rbp" in line for line in fast_lines)
+    # nothing on the stack: no %rsp operand, nor %rbp unless the loop advances it (then
+    # it holds a sliver pointer, not the frame)
+    rbp_is_data = any(line.endswith(", %rbp") and line.startswith("add") for line in fast_lines)
+    assert not any("%rsp" in line or ("%rbp" in line and not rbp_is_data)
+                   for line in fast_lines)
     fast, full = ([line.split()[0] for line in b] for b in (fast_lines, full_lines))
     mr, nr, lanes = tile_shape(4)
     for block in (fast, full):

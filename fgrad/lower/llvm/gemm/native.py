@@ -166,9 +166,9 @@ class _Routines:
         points at the column's first element of n readable ones (a residual mode: its first
         element in a matrix laid out as C) even when the mode adds none (its loads are then
         discarded). One call per column of tiles decodes the mode once and pays the call
-        once: with a short k loop (a small convolution's k = 27) the per-tile entry was
-        ~20% of the micro-kernel's time."""
-        fp, mr, nr, lanes = self.fp, self.mr, self.nr, self.lanes
+        once (with a short k loop, a small convolution's k = 27, the per-tile entry took
+        ~20% of the micro-kernel's profile samples)."""
+        fp, mr = self.fp, self.mr
         fty = ir.FunctionType(ir.VoidType(), micro_args(fp))
         fn = ir.Function(self.module, fty, name=f"{self.prefix}_micro")
         kc, a, bp, c, ldc, height, cols, first, mode, out2, bias = fn.args
@@ -176,7 +176,7 @@ class _Routines:
             arg.add_attribute("noalias")
         b = ir.IRBuilder(fn.append_basic_block("entry"))
         flags = _Mode.test(b, mode, ldc)
-        scratch = b.alloca(self.ft, size=mr * nr, name="edge")   # an edge tile's sums
+        scratch = b.alloca(self.ft, size=mr * self.nr, name="edge")   # an edge tile's sums
 
         def row_tile(i: ir.Value) -> None:
             rows = _smin(b, _c(mr), b.sub(height, i))
@@ -187,16 +187,45 @@ class _Routines:
                 self._prefetch_tile(b, tile_c, ldc, rows, cols)
                 with b.if_then(flags.residual):
                     self._prefetch_tile(b, tile_bias, ldc, rows, cols, write=0)
-            zero = self._zero(self.vt)
-            accs = [[zero] * (nr // lanes) for _ in range(mr)]
             slivers = (b.gep(a, [b.mul(i, kc)], inbounds=True), bp)
-            p, accs = self._k_loop(b, fn, kc, _c(0), accs, K_UNROLL, "k4", slivers)
-            p, accs = self._k_loop(b, fn, kc, p, accs, 1, "k", slivers)
+            accs = self._products(b, fn, kc, rows, slivers)
             self._write_tile(b, accs, tile_c, ldc, rows, cols, first,
                              (flags, b.gep(out2, [at]), tile_bias), scratch)
         _loop(b, _c(0), height, mr, row_tile, "ir")
         b.ret_void()
         return fn
+
+    def _products(self, b: ir.IRBuilder, fn: ir.Function, kc: ir.Value, rows: ir.Value,
+                  slivers: tuple[ir.Value, ir.Value]) -> list[list[ir.Value]]:
+        """The tile's MR x NR sums over kc steps. A tile of at most MR / 2 rows (the last
+        of 32 rows at MR = 6: 2) runs k loops of MR / 2 rows, its other rows 0: half the
+        FMAs (a 32 x 27 x 1024 product: a full tile's time for 2 rows before)."""
+        mr, vectors = self.mr, self.nr // self.lanes
+        zero = self._zero(self.vt)
+        half = mr // 2
+
+        def sums(height: int, label: str) -> tuple[list[list[ir.Value]], ir.Block]:
+            accs = [[zero] * vectors for _ in range(height)]
+            p, accs = self._k_loop(b, fn, kc, _c(0), accs, K_UNROLL, f"{label}4", slivers)
+            p, accs = self._k_loop(b, fn, kc, p, accs, 1, label, slivers)
+            return accs + [[zero] * vectors for _ in range(mr - height)], b.block
+        if half < 1:
+            return sums(mr, "k")[0]
+        with b.if_else(b.icmp_signed("<=", rows, _c(half))) as (short, whole):
+            with short:
+                low, low_end = sums(half, "h")
+            with whole:
+                full, full_end = sums(mr, "k")
+        merged = []
+        for i in range(mr):
+            row = []
+            for v in range(vectors):
+                phi = b.phi(self.vt, name=f"sum{i}_{v}")
+                phi.add_incoming(low[i][v], low_end)
+                phi.add_incoming(full[i][v], full_end)
+                row.append(phi)
+            merged.append(row)
+        return merged
 
     def _prefetch_tile(self, b: ir.IRBuilder, c: ir.Value, ldc: ir.Value, rows: ir.Value,
                        cols: ir.Value, write: int = 1) -> None:
@@ -232,7 +261,7 @@ class _Routines:
         p = b.phi(I64, name=name)
         p.add_incoming(start, before)
         phis = [[b.phi(self.vt, name=f"{name}c{i}_{v}") for v in range(nr // lanes)]
-                for i in range(mr)]
+                for i in range(len(accs))]
         for row, init in zip(phis, accs, strict=True):
             for phi, value in zip(row, init, strict=True):
                 phi.add_incoming(value, before)
@@ -246,7 +275,7 @@ class _Routines:
             bvecs = [b.load(b.bitcast(b.gep(bp, [b.add(b.mul(at, _c(nr)), _c(v * lanes))],
                                             inbounds=True), vp), align=self.size)
                      for v in range(nr // lanes)]
-            for i in range(mr):
+            for i in range(len(accs)):   # the sliver's first rows (all MR but in a short tile)
                 x = b.load(b.gep(a, [b.add(b.mul(at, _c(mr)), _c(i))], inbounds=True))
                 splat = b.insert_element(ir.Constant(self.vt, ir.Undefined), x,
                                          ir.Constant(ir.IntType(32), 0))
