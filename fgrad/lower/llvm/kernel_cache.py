@@ -391,7 +391,6 @@ def _library_unit(eqn: Eqn, chunks: tuple[int, int, int] | None,
     ftype = signatures.load(key)
     rendered = functools.partial(_rendered_once, key, render)
     if ftype is None:   # rendered once, when compiled or when its type is asked for
-
         @functools.cache
         def remembered() -> ir.FunctionType:
             signatures.store(key, rendered()[1])

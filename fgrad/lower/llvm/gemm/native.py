@@ -209,8 +209,6 @@ class _Routines:
             p, accs = self._k_loop(b, fn, kc, _c(0), accs, K_UNROLL, f"{label}4", slivers)
             p, accs = self._k_loop(b, fn, kc, p, accs, 1, label, slivers)
             return accs + [[zero] * vectors for _ in range(mr - height)], b.block
-        if half < 1:
-            return sums(mr, "k")[0]
         with b.if_else(b.icmp_signed("<=", rows, _c(half))) as (short, whole):
             with short:
                 low, low_end = sums(half, "h")
