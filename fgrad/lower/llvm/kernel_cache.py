@@ -21,10 +21,11 @@ hold the transposing copies and the merge loops.
 
 The optimization level follows the kernel's size: a kernel of at most `LIGHT_WORK` innermost
 iterations (biases, scalars, Adam's step counters) is not worth vectorizing and compiles
-`LIGHT`ly (O1 without vectorizers, fast instruction selection: a third of the time), and so
-does one of at most `SHORT_LOOP_WORK` whose innermost loops are all shorter than two vectors
-(W5's loss over 10 classes: its three kernels 49+38+11 -> 16+15+8 ms of LLVM; W5's cold
-LLVM CPU 489-543 -> 469-502 ms); others at `KERNEL_SPEED_LEVEL` (O2). O3 took 12-17% more
+`LIGHT`ly (O1 without vectorizers, fast instruction selection: a third of the time); one of
+at most `SHORT_LOOP_WORK` whose innermost loops are all shorter than two vectors (W5's loss
+over 10 classes: its three kernels 49+38+11 ms of LLVM at O2) compiles at `SHORT`, the same
+middle end with O2 instruction selection (39-46 -> 50-66 ms for the three, ~0.1 ms less per
+W5 step); others at `KERNEL_SPEED_LEVEL` (O2). O3 took 12-17% more
 LLVM time on W9's 48 kernels (2.67-2.96 vs 2.32-2.46 s of compile threads' CPU; first call
 2098-2366 vs 1941-2267 ms, three alternating fresh processes) and ran W1, softmax,
 layernorm and the W9 step no faster.
@@ -65,6 +66,10 @@ LIGHT_WORK = 1024
 # they compile LIGHTly too.
 SHORT_LOOP_WORK = 1 << 14
 LIGHT = -1  # a speed level: O1 middle end without vectorizers, O0 code generation
+# Short rows run their loops many times, so they keep LIGHT's middle end but get O2 code
+# generation: fast instruction selection kept every value of W5's loss kernels on the stack
+# (its loss and gradient over 256 x 10: ~230 -> ~160 us a call).
+SHORT = -5
 # A speed level for code vectorized and unrolled by hand (the GEMM packing routines): the O1
 # middle end without loop unrolling or SLP vectorizer, O3 code generation.
 BY_HAND = -2
@@ -139,11 +144,11 @@ def _optimized(text: str, speed_level: int | None) -> tuple[llvm.ModuleRef, llvm
     module.verify()
     if speed_level is None:
         speed_level = KERNEL_SPEED_LEVEL
-    light = speed_level in (LIGHT, GLUE)
-    machine = _machine(0 if light else 3)
+    light = speed_level in (LIGHT, GLUE, SHORT)
+    machine = _machine(2 if speed_level == SHORT else 0 if light else 3)
     tuning = llvm.create_pipeline_tuning_options(
         speed_level=0 if speed_level in (GLUE, SCHEDULED) else 1
-        if speed_level in (LIGHT, BY_HAND) else speed_level)
+        if speed_level in (LIGHT, BY_HAND, SHORT) else speed_level)
     tuning.loop_vectorization = not light and speed_level != SCHEDULED
     # The packing routines (BY_HAND) came out the same machine code without the SLP
     # vectorizer, 10 ms sooner for the plain B packing.
@@ -151,7 +156,7 @@ def _optimized(text: str, speed_level: int | None) -> tuple[llvm.ModuleRef, llvm
     # No loop unrolling in code unrolled by hand: LLVM would fully unroll the packing
     # routines' MR/NR-wide loops, 2-3x their compile time for no measured gain at run time;
     # nor in LIGHT kernels (a loss over 10 classes: 23 -> 15 ms of LLVM).
-    tuning.loop_unrolling = speed_level not in (BY_HAND, LIGHT)
+    tuning.loop_unrolling = speed_level not in (BY_HAND, LIGHT, SHORT)
     llvm_target.run_pipeline(module, machine, tuning)
     return module, machine
 
@@ -337,7 +342,7 @@ def _kernel_key(kernel: Kernel, key_of: Callable[[str], str]) -> tuple[str, int 
     work = kernel_work(kernel.body)
     short = work <= SHORT_LOOP_WORK and max(_innermost_extents(kernel.body)) < 2 * max(
         1, llvm_target.vector_bits() // (8 * _widest_item(kernel)))
-    level = LIGHT if work <= LIGHT_WORK or short else None
+    level = LIGHT if work <= LIGHT_WORK else SHORT if short else None
     source = _lowering_source()
     if source is None:
         text, _ = _kernel_text(kernel)

@@ -100,8 +100,9 @@ def test_small_kernels_compile_lightly_and_large_ones_at_o3(monkeypatch: Any):
 
 
 def test_row_kernels_over_short_rows_compile_lightly(monkeypatch: Any):
-    """A log_softmax over 10 classes (rows shorter than two vectors) compiles LIGHTly; over
-    512 it vectorizes; over 10 classes but too many rows it vectorizes too."""
+    """A log_softmax over 10 classes (rows shorter than two vectors) compiles at the SHORT
+    level (no vectorizers); over 512 it vectorizes; over 10 classes but too many rows it
+    vectorizes too."""
     levels = _record_levels(monkeypatch)
     shapes = [(256, 10), (64, 512), (kernel_cache.SHORT_LOOP_WORK // 10 + 64, 10)]
     xs = [Tensor(RNG.standard_normal(s).astype(np.float32)) for s in shapes]
@@ -109,7 +110,7 @@ def test_row_kernels_over_short_rows_compile_lightly(monkeypatch: Any):
         program = _plan(lambda a: a.log_softmax(-1), x)
         assert len(program.kernels) == 1
         kernel_cache.compile_kernels(program.kernels, llvm_runtime.cache_key)
-    assert levels == [kernel_cache.LIGHT, None, None]
+    assert levels == [kernel_cache.SHORT, None, None]
     for x in xs:
         got = fgrad.jit(lambda a: a.log_softmax(-1))(x).numpy()
         a = x.numpy().astype(np.float64)
@@ -139,6 +140,16 @@ def test_gemm_drivers_are_cached_units_and_the_entry_only_calls(fused: bool):
     if fused:
         want = np.maximum(want + b.numpy(), 0)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+def test_short_rows_keep_their_values_in_registers():
+    """The SHORT level selects instructions fully: the 10-class log_softmax's loops do not
+    store each value to the stack and load it back as fast instruction selection does."""
+    x = Tensor(RNG.standard_normal((256, 10)).astype(np.float32))
+    (kernel,) = _plan(lambda a: a.log_softmax(-1), x).kernels
+    text, _ = kernel_cache._kernel_text(kernel)
+    spills = {level: len(re.findall(r"\(%rsp\)", kernel_cache.assembly_of(text, level)))
+              for level in (kernel_cache.LIGHT, kernel_cache.SHORT)}
+    assert spills[kernel_cache.SHORT] * 3 < spills[kernel_cache.LIGHT] * 2, spills
 
 
 def test_entry_module_is_prepared_while_the_kernels_compile(monkeypatch: Any):
