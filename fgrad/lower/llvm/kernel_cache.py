@@ -63,7 +63,7 @@ KERNEL_SPEED_LEVEL = 2
 LIGHT_WORK = 1024
 # Kernels whose innermost loops are all shorter than two vectors (a loss over 10 classes)
 # gain nothing from the vectorizers, which tripled their compile time: up to this much work
-# they compile LIGHTly too.
+# they compile at the SHORT level (below).
 SHORT_LOOP_WORK = 1 << 14
 LIGHT = -1  # a speed level: O1 middle end without vectorizers, O0 code generation
 # Short rows run their loops many times, so they keep LIGHT's middle end but get O2 code

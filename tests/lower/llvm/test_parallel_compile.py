@@ -99,7 +99,7 @@ def test_small_kernels_compile_lightly_and_large_ones_at_o3(monkeypatch: Any):
                                    atol=1e-7)
 
 
-def test_row_kernels_over_short_rows_compile_lightly(monkeypatch: Any):
+def test_row_kernels_over_short_rows_compile_without_vectorizers(monkeypatch: Any):
     """A log_softmax over 10 classes (rows shorter than two vectors) compiles at the SHORT
     level (no vectorizers); over 512 it vectorizes; over 10 classes but too many rows it
     vectorizes too."""
@@ -140,6 +140,7 @@ def test_gemm_drivers_are_cached_units_and_the_entry_only_calls(fused: bool):
     if fused:
         want = np.maximum(want + b.numpy(), 0)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
 
 def test_short_rows_keep_their_values_in_registers():
     """The SHORT level selects instructions fully: the 10-class log_softmax's loops do not
