@@ -26,7 +26,8 @@ from fgrad.lower.kernel.build import identity
 from fgrad.lower.kernel.streaming import (LINE_BYTES, line_elements, streamed_outputs,
                                           streamed_store)
 from fgrad.lower.kernel.row_pipeline import RowPipeline, row_pipeline
-from fgrad.lower.kernel.signs import nonpositive
+from fgrad.lower.kernel.loop_shape import inner_trips, latency_bound
+from fgrad.lower.kernel.signs import max_reductions, max_shifted, nonpositive, shift_test
 from fgrad.lower.kernel.pieces import (clamp_idle, decide, fixed_quotient, piece_ranges,
                                        plain_sym, range_in, tile_width)
 from fgrad.lower.kernel.ir import (AccInit, AccRead, AccUpdate, Const, Expr, IndexPred,
@@ -48,32 +49,10 @@ NSW = ("nsw",)
 INTERLEAVE = 2            # vector iterations per trip of an innermost loop
 INTERLEAVE_MIN_EXTENT = 64
 UNROLL_MAX_EXTENT = 16     # loops at least this long are never unrolled (`loop_id`)
-POLYNOMIAL_OPS = frozenset({"exp", "expm1", "tanh", "logistic", "log", "log1p", "sin", "cos",
-                            "tan", "erf", "pow", "atan2"})
 
 
 def _i64(v: int) -> ir.Constant:
     return ir.Constant(I64, v)
-
-
-def _latency_bound(stmts: Sequence[Stmt]) -> bool:
-    """Whether a loop body accumulates or computes a transcendental polynomial."""
-    seen: set[int] = set()
-
-    def heavy(e: Expr) -> bool:
-        if not isinstance(e, Op) or id(e) in seen:
-            return False
-        seen.add(id(e))
-        return e.op in POLYNOMIAL_OPS or any(heavy(a) for a in e.args)
-    return any(isinstance(st, AccUpdate) or (isinstance(st, Store) and heavy(st.value))
-               for st in stmts)
-
-
-def _inner_trips(s: Loop) -> int:
-    """Iterations of the deepest nest inside `s` for one of its own (1 when innermost): an
-    outer loop around that much work is not worth unrolling (LLVM would copy the nest)."""
-    return max((t.sym.extent * _inner_trips(t) for t in s.body if isinstance(t, Loop)),
-               default=1)
 
 
 class _KernelRenderer:
@@ -115,6 +94,9 @@ class _KernelRenderer:
         self.pipeline = pipeline if pipeline is not None and (
             split or len(piece_ranges(pipeline.outer)) < 2) else None
         self.rider: tuple[Loop, Callable[[], None]] | None = None  # a loop, more of its body
+        self.maxima = max_reductions(kernel.body)
+        self.assumed: set[int] = set()   # ids of tests known true here, of loops versioned
+        self.versioning: set[int] = set()
 
     def render(self) -> ir.Function:
         if self.twin is not None:
@@ -195,6 +177,10 @@ class _KernelRenderer:
         if self.pipeline is not None and s is self.pipeline.outer:
             self.pipelined_rows(self.pipeline)
             return
+        test = None if id(s) in self.versioning else shift_test(s, self.maxima, self.assumed)
+        if test is not None:
+            self.versioned_loop(s, test)
+            return
         pieces = piece_ranges(s) if s is not self.kernel.body[0] or not self.chunk else []
         if len(pieces) < 2:
             self.loop_range(s, None)
@@ -203,6 +189,19 @@ class _KernelRenderer:
             self.known[s.sym] = piece
             self.loop_range(s, piece)
         del self.known[s.sym]
+
+    def versioned_loop(self, s: Loop, test: Expr) -> None:
+        """Loop `s` twice, chosen by `test` (a row maximum is finite): where it holds, the
+        row's shifted values are <= 0 and their exps scale in one step (`signs.py`)."""
+        self.versioning.add(id(s))
+        with self.b.if_else(self.value(test)) as (finite, other):
+            with finite:
+                self.assumed.add(id(test))
+                self.scoped(lambda: self.loop(s))
+                self.assumed.discard(id(test))
+            with other:
+                self.scoped(lambda: self.loop(s))
+        self.versioning.discard(id(s))
 
     def loop_range(self, s: Loop, piece: tuple[int, int] | None) -> None:
         """`for s.sym in range` (the chunk, a piece (lo, hi), or the whole extent); an
@@ -292,10 +291,10 @@ class _KernelRenderer:
         trips = (stop.constant - start.constant if isinstance(stop, ir.Constant)
                  and isinstance(start, ir.Constant) else INTERLEAVE_MIN_EXTENT)
         interleave = (0 if not innermost or trips < INTERLEAVE_MIN_EXTENT
-                      else INTERLEAVE if s is not None and _latency_bound(s.body) else 1)
+                      else INTERLEAVE if s is not None and latency_bound(s.body) else 1)
         no_unroll = (s is None or trips >= (INTERLEAVE_MIN_EXTENT if innermost else
                                             UNROLL_MAX_EXTENT)
-                     or _inner_trips(s) >= INTERLEAVE_MIN_EXTENT)
+                     or inner_trips(s) >= INTERLEAVE_MIN_EXTENT)
         if unroll:
             backedge.set_metadata("llvm.loop", self.loop_id(head.name, 0, False, full=True))
         elif interleave or no_unroll:
@@ -381,7 +380,8 @@ class _KernelRenderer:
             if isinstance(which, ir.Constant):   # decided by a piece: the other side is dead
                 return self.value(e.args[1] if which.constant else e.args[2])
         args = [self.value(a) for a in e.args]
-        if e.op == "exp" and nonpositive(e.args[0]):
+        if e.op == "exp" and (nonpositive(e.args[0]) or self.assumed and id(
+                max_shifted(e.args[0], self.maxima)) in self.assumed):
             return self.em.round_to(e.dtype, llvm_math.exp_nonpositive(self.em, args[0]))
         return self.em.emit(e.op, args, [a.dtype for a in e.args], e.dtype)
 

@@ -7,8 +7,8 @@ import pytest
 
 from fgrad.core.dtypes import dtypes
 from fgrad.lower.kernel.index import Sym, ix_sym
-from fgrad.lower.kernel.ir import Const, Load, Op
-from fgrad.lower.kernel.signs import nonnegative, nonpositive
+from fgrad.lower.kernel.ir import AccRead, Const, Load, Op
+from fgrad.lower.kernel.signs import max_shifted, nonnegative, nonpositive
 
 F32 = dtypes.float32
 I = Sym("i", 8)
@@ -71,3 +71,27 @@ def test_the_forms_renderers_rely_on_are_recognized():
     assert all(nonnegative(f) for f in (op("mul", X, X2), op("abs", X), FORMS[10]))
     assert nonnegative(FORMS[11]) and not nonnegative(op("mul", X, op("min", Y, X)))
     assert not any(nonpositive(f) or nonnegative(f) for f in UNKNOWN[:6])
+
+
+def _softmax_shift(m, x=X, test_arg=None):
+    """x - select(finite(m), m, 0), the finiteness test written as jax.nn.softmax's."""
+    t = test_arg if test_arg is not None else m
+    inf = Op("eq", (t, const(np.inf)), dtypes.bool)
+    minus_inf = Op("eq", (t, const(-np.inf)), dtypes.bool)
+    nan = Op("is_nan", (t,), dtypes.bool)
+    bad = Op("or", (Op("or", (inf, minus_inf), dtypes.bool), nan), dtypes.bool)
+    finite = Op("not", (bad,), dtypes.bool)
+    return op("sub", x, op("select", finite, m, const(0.0))), finite
+
+
+def test_a_softmax_shift_is_found_only_against_the_max_of_the_same_values():
+    m = op("stop_gradient", AccRead(0, F32))
+    shifted, finite = _softmax_shift(m)
+    assert max_shifted(shifted, {0: X2}) is finite   # the max of the same loads
+    assert max_shifted(shifted, {0: op("add", X, const(1.0))}) is None   # of other values
+    assert max_shifted(shifted, {0: Y}) is None
+    assert max_shifted(shifted, {1: X}) is None   # the accumulator is no max
+    other, _ = _softmax_shift(m, x=op("add", X, Y))
+    assert max_shifted(other, {0: op("add", X2, Y)}) is not None   # equal by form
+    half, _ = _softmax_shift(m, test_arg=op("stop_gradient", AccRead(1, F32)))
+    assert max_shifted(half, {0: X}) is None   # the test reads another accumulator

@@ -265,3 +265,36 @@ def test_exp_of_arguments_known_nonpositive_stays_within_3_ulp(dtype: Any) -> No
         got = llvm(fn, Tensor(x)).numpy()
         assert _ulps(got, ref, dtype) <= 3.0, name
         assert np.any((got > 0) & (got < np.finfo(dtype).tiny)), name   # denormals reached
+
+
+def test_softmax_rows_with_a_finite_maximum_take_the_one_step_exp(monkeypatch: Any) -> None:
+    """A softmax's exp loop runs in two versions chosen per row (render.py
+    `versioned_loop`): a row whose maximum is finite shifts every value to <= 0, so its exps
+    scale in one step; a row with inf, -inf or NaN takes the general exp. An exp shifted by
+    the maximum of other values keeps the general form. Both agree with NumPy."""
+    from fgrad.lower.llvm import render
+    used: list[int] = []
+    one_step = render.llvm_math.exp_nonpositive
+    monkeypatch.setattr(render.llvm_math, "exp_nonpositive",
+                        lambda em, x: used.append(1) or one_step(em, x))
+    rng = np.random.default_rng(7)
+    x = (rng.standard_normal((64, 37)) * 30).astype(np.float32)
+    x[3, 5], x[4, :], x[5, 7], x[6, 2], x[7, :] = np.inf, -np.inf, np.nan, -np.inf, np.inf
+    for fn in (lambda t: t.softmax(-1), lambda t: t.log_softmax(-1)):
+        fgrad.jit(fn).lower(Tensor(x)).as_text()
+        assert used, "no exp took the one-step scale"
+        used.clear()
+    fgrad.jit(lambda t, u: (t - u.max(-1, keepdim=True)).exp()).lower(
+        Tensor(x), Tensor(x[::-1].copy())).as_text()
+    assert not used
+    with np.errstate(all="ignore"):
+        a = x.astype(np.float64)
+        shift = np.where(np.isfinite(a.max(-1, keepdims=True)), a.max(-1, keepdims=True), 0)
+        e = np.exp(a - shift)
+        want = {"softmax": e / e.sum(-1, keepdims=True),
+                "log_softmax": a - shift - np.log(e.sum(-1, keepdims=True))}
+    got = {"softmax": llvm(lambda t: t.softmax(-1), Tensor(x)).numpy(),
+           "log_softmax": llvm(lambda t: t.log_softmax(-1), Tensor(x)).numpy()}
+    for name, atol in (("softmax", 1e-30), ("log_softmax", 1e-6)):   # float32's rounding
+        np.testing.assert_allclose(got[name], want[name], rtol=1e-5, atol=atol,
+                                   equal_nan=True, err_msg=name)

@@ -1,0 +1,35 @@
+"""What a loop nest's form says about scheduling it (the llvm renderer's loop hints).
+
+`latency_bound`: a body that accumulates or computes a transcendental polynomial runs long
+dependency chains, so its innermost loop asks for more vector iterations per trip;
+`inner_trips`: the work nested inside one iteration of a loop, above which unrolling the
+loop would only copy the nest.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from fgrad.lower.kernel.ir import AccUpdate, Expr, Loop, Op, Stmt, Store
+
+POLYNOMIAL_OPS = frozenset({"exp", "expm1", "tanh", "logistic", "log", "log1p", "sin", "cos",
+                            "tan", "erf", "pow", "atan2"})
+
+
+def latency_bound(stmts: Sequence[Stmt]) -> bool:
+    """Whether a loop body accumulates or computes a transcendental polynomial."""
+    seen: set[int] = set()
+
+    def heavy(e: Expr) -> bool:
+        if not isinstance(e, Op) or id(e) in seen:
+            return False
+        seen.add(id(e))
+        return e.op in POLYNOMIAL_OPS or any(heavy(a) for a in e.args)
+    return any(isinstance(st, AccUpdate) or (isinstance(st, Store) and heavy(st.value))
+               for st in stmts)
+
+
+def inner_trips(s: Loop) -> int:
+    """Iterations of the deepest nest inside `s` for one of its own (1 when innermost): an
+    outer loop around that much work is not worth unrolling (LLVM would copy the nest)."""
+    return max((t.sym.extent * inner_trips(t) for t in s.body if isinstance(t, Loop)),
+               default=1)
