@@ -222,6 +222,17 @@ def expr_nodes(stmts: Sequence["Stmt"], in_indices: bool = False) -> list[Expr]:
     return found
 
 
+def accumulators_written(stmts: Sequence["Stmt"]) -> set[int]:
+    """Accumulators initialized or updated anywhere under `stmts`."""
+    found: set[int] = set()
+    for s in stmts:
+        if isinstance(s, Loop):
+            found |= accumulators_written(s.body)
+        elif isinstance(s, (AccInit, AccUpdate)):
+            found.add(s.acc)
+    return found
+
+
 def _stores(stmts: Sequence["Stmt"]) -> list["Store"]:
     return [t for s in stmts for t in (_stores(s.body) if isinstance(s, Loop) else [s])
             if isinstance(t, Store)]

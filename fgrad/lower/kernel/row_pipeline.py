@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from fgrad.lower.kernel.ir import (AccInit, AccRead, AccUpdate, Kernel, Load, Loop, Stmt,
-                                   expr_nodes)
+                                   accumulators_written, expr_nodes)
 
 MIN_INPUT_BYTES = 1 << 20   # first-phase reads of at least this much in all (from memory)
 MIN_ROW = 256               # elements per row at least: shorter rows stay in cache
@@ -39,17 +39,6 @@ class RowPipeline:
     first: Loop
     rest: tuple[Stmt, ...]
     carrier: Loop
-
-
-def _accs_touched(stmts: tuple[Stmt, ...]) -> set[int]:
-    """Accumulators initialized or updated anywhere under `stmts`."""
-    found: set[int] = set()
-    for s in stmts:
-        if isinstance(s, Loop):
-            found |= _accs_touched(s.body)
-        elif isinstance(s, (AccInit, AccUpdate)):
-            found.add(s.acc)
-    return found
 
 
 def _innermost(s: Stmt) -> bool:
@@ -73,7 +62,7 @@ def row_pipeline(kernel: Kernel) -> RowPipeline | None:
     nodes = expr_nodes(first.body, in_indices=True)
     loads = [e for e in nodes if isinstance(e, Load)]
     if any(isinstance(e, AccRead) for e in nodes) or not loads \
-            or any(kernel.params[e.buf].written for e in loads) or _accs_touched(rest) & accs:
+            or any(kernel.params[e.buf].written for e in loads) or accumulators_written(rest) & accs:
         return None
     if outer.sym.extent * first.sym.extent * max(e.dtype.itemsize for e in loads) \
             < MIN_INPUT_BYTES:

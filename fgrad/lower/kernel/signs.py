@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence, Set
 
-from fgrad.lower.kernel.ir import (AccInit, AccRead, AccUpdate, Const, Expr, Load, Loop, Op,
-                                   Stmt, expr_nodes)
+from fgrad.lower.kernel.ir import (AccRead, AccUpdate, Const, Expr, Load, Loop, Op, Stmt,
+                                   accumulators_written, expr_nodes)
 
 _DEPTH = 8   # deeper forms are not worth the walk (and a shared DAG could make it long)
 _ALWAYS_NONNEGATIVE = frozenset({"abs", "exp", "sqrt", "logistic"})
@@ -169,23 +169,13 @@ def max_reductions(stmts: Sequence[Stmt]) -> dict[int, Expr]:
             if len(found) == 1 and found[0].op == "max"}
 
 
-def _written_accumulators(stmts: Sequence[Stmt]) -> set[int]:
-    found: set[int] = set()
-    for s in stmts:
-        if isinstance(s, Loop):
-            found |= _written_accumulators(s.body)
-        elif isinstance(s, (AccInit, AccUpdate)):
-            found.add(s.acc)
-    return found
-
-
 def shift_test(loop: Loop, maxima: Mapping[int, Expr], assumed: Set[int]) -> Expr | None:
     """The finiteness test (`max_shifted`) of an exp in `loop`'s own statements (not its
     inner loops'), when its accumulator is final before the loop (nothing in the loop
     writes it) and the test is not already `assumed` (ids); None without one."""
     if not maxima:
         return None
-    written = _written_accumulators(loop.body)
+    written = accumulators_written(loop.body)
     for e in expr_nodes([s for s in loop.body if not isinstance(s, Loop)]):
         if isinstance(e, Op) and e.op == "exp":
             test = max_shifted(e.args[0], maxima)
