@@ -107,12 +107,14 @@ def test_outputs_not_aligned_to_a_line_take_ordinary_stores(stream_everything: N
                                                             ) -> None:
     """A donated argument's memory (NumPy aligns it to 16 bytes only) as the output."""
     results = []   # 16 starts: one donated in place but not line-aligned is near-certain
-    for offset in range(16):
+    kept = []   # every array stays alive, so each start is a new block (a freed one came
+    for offset in range(16):   # back each time, and with it one alignment for all 16)
         base = np.zeros(5000 + offset, np.float32)
         x = base[offset:]
         x[:] = RNG.standard_normal(5000)
         out = fgrad.jit(lambda v: v * 2 + 1, donate_argnums=(0,), backend="llvm")(Tensor(x))
         got = np.asarray(out.numpy())
+        kept.append((base, out))
         results.append(got.ctypes.data % streaming.LINE_BYTES)
         np.testing.assert_array_equal(got, x * np.float32(2) + np.float32(1))
     assert any(results), "no output was misaligned: the fallback went untested"
