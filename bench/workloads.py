@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
@@ -18,6 +19,14 @@ from harness import Row, Settings, fgrad_backends, fgrad_place, fgrad_sync, opti
 torch = optional("torch")
 jax = optional("jax")
 EPS = 1e-5
+BF16 = np.dtype(ml_dtypes.bfloat16)
+
+
+def torch_tensor(a: np.ndarray) -> Any:
+    """`a` as a PyTorch tensor (bfloat16 through its bits: torch cannot read ml_dtypes')."""
+    if a.dtype == BF16:
+        return torch.from_numpy(a.view(np.int16)).view(torch.bfloat16)
+    return torch.from_numpy(a)
 
 
 def array_row(label: str, arrays: list[np.ndarray], fns: dict[str, Callable[..., Any]],
@@ -27,7 +36,7 @@ def array_row(label: str, arrays: list[np.ndarray], fns: dict[str, Callable[...,
         return lambda: fns["numpy"](*arrays)
 
     def torch_call() -> Callable[[], Any]:
-        ts = [torch.from_numpy(a) for a in arrays]
+        ts = [torch_tensor(a) for a in arrays]
         return lambda: fns["torch"](*ts)
 
     def jax_call() -> Callable[[], Any]:
@@ -122,6 +131,10 @@ def w3(sizes: list[int], settings: Settings) -> list[Row]:
     for n in sizes:
         a, b = (rng.standard_normal((n, n)).astype(np.float32) for _ in range(2))
         rows.append(array_row(f"W3 matmul n={n} f32", [a, b], fns, settings, flops=2.0 * n**3))
+    for n in sizes[1:2]:  # bfloat16 operands and result (NumPy: float32 between casts)
+        a, b = (rng.standard_normal((n, n)).astype(BF16) for _ in range(2))
+        rows.append(array_row(f"W3 matmul n={n} bf16", [a, b], BF16_MATMUL, settings,
+                              flops=2.0 * n**3))
     for n in sizes[:2]:  # the epilogue goal: relu(x @ W + b) within 3% of x @ W alone
         a, b = (rng.standard_normal((n, n)).astype(np.float32) for _ in range(2))
         c = rng.standard_normal(n).astype(np.float32)
@@ -130,6 +143,9 @@ def w3(sizes: list[int], settings: Settings) -> list[Row]:
     return rows
 
 
+BF16_MATMUL = {"numpy": lambda a, b: (a.astype(np.float32) @ b.astype(np.float32)).astype(BF16),
+               "torch": torch.matmul if torch else None,
+               "jax": jax.numpy.matmul if jax else None, "fgrad": lambda a, b: a @ b}
 EPILOGUE = {"numpy": lambda a, b, c: np.maximum(a @ b + c, 0),
             "torch": lambda a, b, c: torch.relu(a @ b + c),
             "jax": lambda a, b, c: jax.nn.relu(a @ b + c),

@@ -155,6 +155,7 @@ def plan(jaxpr: Jaxpr, half_native: bool = True, native_linalg: bool = True,
          call_per_segment: bool = False, epilogue_ok: EpilogueTest | None = None,
          in_registers: RegisterTest | None = None,
          implicit_gemm: Callable[[Eqn], bool] | None = None,
+         pair_products: Callable[[Eqn], bool] | None = None,
          on_final_kernel: Callable[[Kernel], None] = lambda kernel: None) -> Program:
     """Schedule `jaxpr`, build every kernel, group consecutive kernels into segments.
     `half_native`: whether float16 may be computed in kernels (else host steps);
@@ -166,10 +167,13 @@ def plan(jaxpr: Jaxpr, half_native: bool = True, native_linalg: bool = True,
     `in_registers`: which of those the backend computes in registers, so that a product
     only they read needs no buffer (`Program.unstored`); `implicit_gemm`: which products
     of conv_patches the backend's GEMM computes from the image (schedule/fuse_patches.py);
+    `pair_products`: which products of bfloat16 arrays it multiplies in pairs
+    (schedule/gemm_layout.py `pack_gemm_operands`);
     `on_final_kernel(kernel)` runs as soon as a kernel is built that planning will not change
     (one that cannot become a gemm's epilogue), e.g. to start compiling it."""
     source, jaxpr = jaxpr, cse(expand(jaxpr, native_linalg, implicit_gemm))
-    sched = schedule(jaxpr, half_native, native_linalg, source=source)
+    sched = schedule(jaxpr, half_native, native_linalg, source=source,
+                     pair_products=pair_products)
     names = sched.names
     kernels: list[Kernel] = []
     kernel_params: dict[int, list[Var]] = {}

@@ -29,6 +29,7 @@ from llvmlite import ir
 import numpy as np
 
 from fgrad import flags, profiler
+from fgrad.core.dtypes import dtypes
 from fgrad.core.ir import Eqn, Jaxpr
 from fgrad.transforms import caches
 from fgrad.lower.llvm import disk_cache, kernel_cache, pool
@@ -42,6 +43,7 @@ from fgrad.lower.llvm.dispatch import ArenaCall, LeanCall, address_of, as_c, new
 from fgrad.lower.llvm.gemm.driver import routine_parts, routine_text, routine_texts
 from fgrad.lower.llvm.gemm.epilogue import in_registers, register_note
 from fgrad.lower.llvm.gemm.native import epilogue_fits, routine_dtypes, uses_native_gemm
+from fgrad.lower.llvm.gemm.pairs import host_has_pairs, pairs_product
 from fgrad.lower.llvm.buffer_pool import POOL, exclusively_owned
 from fgrad.lower.schedule.control_flow import CONTROL_FLOW, HostRows, run_control
 from fgrad.lower.llvm.lapack import library_symbols, register_named_symbols
@@ -365,6 +367,8 @@ def plan(jaxpr: Jaxpr, call_per_segment: bool = False, prefetch: bool = False) -
                             epilogue_ok=epilogue_fits if native else None,
                             in_registers=in_registers if native else None,
                             implicit_gemm=uses_native_gemm if native else None,
+                            pair_products=pairs_product if native and host_has_pairs()
+                            else None,
                             on_final_kernel=_prefetch_kernel if prefetch else lambda k: None)
 
 
@@ -379,6 +383,8 @@ def compile_llvm(jaxpr: Jaxpr) -> LLVMExecutable:
     key = program_key(jaxpr, _toolchain_and_host(), flags.gemm_library(),
                       tunables(_PLANNING_MODULES))
     pool.prefetch()
+    if _has_bfloat16(jaxpr):
+        host_has_pairs()   # AMX needs this process's permission, also for a stored program
     exe = _load_program(key, jaxpr) if key is not None else None
     if exe is None:
         with llvm_target.quick_thread_switches():
@@ -387,6 +393,12 @@ def compile_llvm(jaxpr: Jaxpr) -> LLVMExecutable:
         if key is not None and exe.plan.native_only:
             disk_cache.store(key, call_plan.dump_record(exe.plan, objects), PROGRAMS)
     return exe
+
+
+def _has_bfloat16(jaxpr: Jaxpr) -> bool:
+    """Whether any value of `jaxpr` is bfloat16 (its products may run on AMX)."""
+    return any(v.aval.dtype == dtypes.bfloat16 for e in jaxpr.eqns for v in e.outvars) \
+        or any(v.aval.dtype == dtypes.bfloat16 for v in jaxpr.invars)
 
 
 def _prefetch_routines(jaxpr: Jaxpr) -> None:

@@ -16,10 +16,10 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import dataclass
-from typing import cast
+from typing import Callable, cast
 
 from fgrad.core.dtypes import dtypes
-from fgrad.core.ir import Eqn, Jaxpr, ShapedArray, Var
+from fgrad.core.ir import Atom, Eqn, Jaxpr, ShapedArray, Var
 
 GEMM_DTYPES = frozenset({dtypes.float32, dtypes.float64})
 # computed by a backend's own GEMM where it has one (llvm), else expanded (expand_dot.py)
@@ -322,13 +322,40 @@ def _cancel_transpose_pairs(jaxpr: Jaxpr) -> Jaxpr:
     return Jaxpr(jaxpr.constvars, jaxpr.invars, eqns, jaxpr.outvars)
 
 
-def pack_gemm_operands(jaxpr: Jaxpr) -> Jaxpr:
+# The param of a float32 dot_general whose operands are bfloat16 arrays, multiplied in pairs
+# of k steps by the backend (llvm on AVX512_BF16: gemm/pairs.py).
+PAIRS_PARAM = "bf16_pairs"
+
+
+def _fold_bfloat16_operands(eqn: Eqn, producers: dict[int, Eqn],
+                            accepts: Callable[[Eqn], bool]) -> Eqn:
+    """A float32 product of two bfloat16 arrays converted to float32 (how `expand` widens
+    a bfloat16 product) reading the bfloat16 arrays instead, marked `PAIRS_PARAM`, when
+    the backend `accepts` it; the conversions are then left unread."""
+    if eqn.outvars[0].aval.dtype != dtypes.float32 or set(eqn.params) != {"dimension_numbers"}:
+        return eqn
+    sources: list[Atom] = []
+    for a in eqn.inputs:
+        made = producers.get(id(a))
+        if made is None or made.primitive.name != "convert_element_type" \
+                or not isinstance(made.inputs[0], Var) \
+                or made.inputs[0].aval.dtype != dtypes.bfloat16:
+            return eqn
+        sources.append(made.inputs[0])
+    folded = Eqn(eqn.primitive, sources, {**eqn.params, PAIRS_PARAM: True}, eqn.outvars,
+                 eqn.source)
+    return folded if gemm_dims(folded) is not None and accepts(folded) else eqn
+
+
+def pack_gemm_operands(jaxpr: Jaxpr,
+                       pair_products: Callable[[Eqn], bool] | None = None) -> Jaxpr:
     """`jaxpr` with every float dot_general readable by BLAS in place: an operand that is a
     transpose is read from the transpose's input (BLAS's transpose flag), any other layout
     BLAS cannot stride through is packed by a new `transpose` equation (a kernel that fuses
     with the operand's producer), and a product whose one use swaps its free axes is
-    computed swapped; transpose pairs that cancel are removed first. Returns `jaxpr`
-    itself if nothing changed."""
+    computed swapped; transpose pairs that cancel are removed first. `pair_products`: which
+    products of converted bfloat16 arrays the backend multiplies from the bfloat16 arrays
+    (`_fold_bfloat16_operands`). Returns `jaxpr` itself if nothing changed."""
     jaxpr = _cancel_transpose_pairs(jaxpr)
     swapped = _swapped_products(jaxpr)
     dropped = {id(e.outvars[0]) for e in swapped.values()}
@@ -342,6 +369,8 @@ def pack_gemm_operands(jaxpr: Jaxpr) -> Jaxpr:
         e = swapped.get(id(e), e)
         if _is_float_dot(e):
             e = _pack_dot(e, producers, eqns, packs)
+            if pair_products is not None:
+                e = _fold_bfloat16_operands(e, producers, pair_products)
         elif e.primitive.name == "dot_general" and "rhs_patches" in e.params:
             e = _read_broadcasts(e, producers)
         eqns.append(e)
@@ -351,13 +380,17 @@ def pack_gemm_operands(jaxpr: Jaxpr) -> Jaxpr:
                  jaxpr.outvars)
 
 
+UNREAD_VIEWS = ("broadcast_in_dim", "reshape", "convert_element_type")
+
+
 def without_unread_views(eqns: list[Eqn], outvars: list) -> list[Eqn]:
-    """`eqns` less the broadcasts and reshapes nothing reads any more (every product now
-    reads their input), repeated until none is left (a reshape feeding such a broadcast)."""
+    """`eqns` less the broadcasts, reshapes and conversions nothing reads any more (every
+    product now reads their input), repeated until none is left (a reshape feeding such a
+    broadcast)."""
     kept = list(eqns)
     while True:
         used = {id(a) for e in kept for a in e.inputs} | {id(v) for v in outvars}
-        fewer = [e for e in kept if e.primitive.name not in ("broadcast_in_dim", "reshape")
+        fewer = [e for e in kept if e.primitive.name not in UNREAD_VIEWS
                  or id(e.outvars[0]) in used]
         if len(fewer) == len(kept):
             return kept

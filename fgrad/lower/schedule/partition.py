@@ -50,12 +50,13 @@ in float32 registers and rounded after each op, as the NumPy impl (ml_dtypes) ro
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Union
+from typing import Callable, Union
 
 from fgrad.core.dtypes import NARROW_FLOATS, dtypes
 from fgrad.core.ir import Eqn, Jaxpr, Var, _Names, name_vars
 from fgrad.lower.schedule.control_flow import CONTROL_FLOW
-from fgrad.lower.schedule.gemm_layout import GemmDims, gemm_dims, gemm_reason, pack_gemm_operands
+from fgrad.lower.schedule.gemm_layout import (PAIRS_PARAM, GemmDims, gemm_dims, gemm_reason,
+                                              pack_gemm_operands)
 from fgrad.lower.schedule.row_fusion import row_phase
 
 UNARY = frozenset({
@@ -458,13 +459,15 @@ def build_steps(g: _Graph, realized: set[int]) -> list[Step]:
 
 
 def schedule(jaxpr: Jaxpr, half_native: bool = True, native_linalg: bool = True,
-             source: Jaxpr | None = None) -> Schedule:
+             source: Jaxpr | None = None,
+             pair_products: Callable[[Eqn], bool] | None = None) -> Schedule:
     """Partition `jaxpr` into kernels, gemms, linalg calls and host steps (module
     docstring). The schedule's jaxpr is `jaxpr` after `pack_gemm_operands` (same inputs and
     outputs). `native_linalg`: whether float32/64 linalg calls LAPACK (llvm) or runs on the
     host (opencl). `source`: the jaxpr the user sees printed, when `jaxpr` was rewritten from
-    it (expansion, CSE): its values keep the names it prints, new values are named after."""
-    g = _Graph(pack_gemm_operands(jaxpr), half_native, native_linalg)
+    it (expansion, CSE): its values keep the names it prints, new values are named after.
+    `pair_products`: see `pack_gemm_operands`."""
+    g = _Graph(pack_gemm_operands(jaxpr, pair_products), half_native, native_linalg)
     names = jaxpr_names(jaxpr if source is None else source)
     if source is not None and source is not jaxpr:
         name_vars(jaxpr, names)
@@ -532,6 +535,8 @@ def pp_gemm(step: GemmStep, names: _Names) -> str:
     patches = step.eqn.params.get("rhs_patches")
     how = "(BLAS)" if patches is None else \
         f"(implicit GEMM: rhs {patches!r} of {names(step.eqn.inputs[1])})"
+    if step.eqn.params.get(PAIRS_PARAM):
+        how = "(bfloat16 operands in pairs of k steps: AMX tiles)"
     shared = step.eqn.params.get("broadcast_operands", (None, None))
     for side, read in zip(("lhs", "rhs"), shared):
         if read is not None:

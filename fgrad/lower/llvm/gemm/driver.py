@@ -11,9 +11,10 @@ column blocks, pc over KC-deep slices, ic over MC-tall row blocks, then jr/ir ov
 so they are compiled once per dtype as a shared routine,
 `<prefix>_driver(i64* dims, T* out, T* lhs, T* rhs, i64 start, i64 stop, epilogue, ctx)`,
 that reads the sizes from `dims` (layout: `DIMS`, then the batch sizes and both operands'
-batch strides). A call site only copies its sizes (from a constant table) and calls it: a module of a few calls
-that compiles in milliseconds, where a driver specialized to constant sizes took ~30 ms of
-LLVM's time per product (W9 has 19). A fused epilogue kernel that runs on row ranges is
+batch strides). A call site only copies its sizes (from a constant table) and calls it: a
+module of a few calls that compiles in milliseconds, where a driver specialized to constant
+sizes took ~30 ms of LLVM's time per product (W9 has 19). bfloat16 products over pairs of
+k steps (gemm/pairs.py) have a driver of their own, the same code around AMX routines. A fused epilogue kernel that runs on row ranges is
 called through a small thunk `void thunk(i8** buffers, i64 lo, i64 hi)` that the wrapper
 defines; one without a row range runs once after the driver.
 """
@@ -34,10 +35,12 @@ from fgrad.lower.llvm.gemm.native import (GEMM_TYPES, I1, I64, I8P, KC, MC_TARGE
 from fgrad.lower.kernel.ir import Kernel
 from fgrad.lower.llvm.gemm.conv_pack import GEOMETRY, conv_pack_type, render_conv_pack
 from fgrad.lower.llvm.gemm.epilogue import RegisterEpilogue, register_epilogue
+from fgrad.lower.llvm.gemm.pack import render_pack
+from fgrad.lower.llvm.gemm.pairs import pair_sizes, render_pair_interleave, render_pair_rows
 from fgrad.lower.llvm.gemm.prepack import PrepackPlan, emit_units, prepack_plan, render_prepack
 from fgrad.lower.llvm.gemm.prerendered import shipped_text
 from fgrad.lower.schedule.fuse_patches import PatchRead
-from fgrad.lower.schedule.gemm_layout import GemmDims, gemm_dims
+from fgrad.lower.schedule.gemm_layout import PAIRS_PARAM, GemmDims, gemm_dims
 
 # The fixed part of a driver's `dims` array; the batch sizes and strides follow.
 DIMS = ("m", "n", "k", "lhs_ld", "rhs_ld", "lhs_trans", "rhs_trans", "mc", "kc", "nc",
@@ -53,34 +56,38 @@ def driver_type(ft: ir.Type) -> ir.FunctionType:
 
 
 def driver_dims(d: GemmDims, size: int, row_scale: int,
-                patches: PatchRead | None = None) -> list[int]:
+                patches: PatchRead | None = None, pairs: bool = False) -> list[int]:
     """The `dims` array of one product for the shared driver (module docstring); with
-    `patches`, B is read from an image (gemm/conv_pack.py)."""
-    mr, nr, _ = tile_shape(size)
+    `patches`, B is read from an image (gemm/conv_pack.py); with `pairs`, the operands are
+    bfloat16, taken in pairs of k steps (gemm/pairs.py)."""
+    mr, nr, _ = tile_shape(size, pairs=pairs)
     mc = max(mr, MC_TARGET // mr * mr)
-    kc = min(KC, max(d.k, 1))
+    k, lhs_ld, rhs_ld = d.k, d.lhs.ld, d.rhs.ld
+    lhs_strides, rhs_strides = d.lhs.batch_strides, d.rhs.batch_strides
+    if pairs:
+        k, lhs_ld, rhs_ld, lhs_strides, rhs_strides = pair_sizes(d)
+    kc = min(KC, max(k, 1))
     nc = min(NC, -(-d.n // nr) * nr)
-    rhs_strides = d.rhs.batch_strides
     geometry = [0] * len(GEOMETRY)
     if patches is not None:
         image, kernel, stride, dilation, padding, out = patches.as_3d()
         geometry = [2 if patches.transposed else 1, *image, *kernel, *stride, *dilation,
                     *(lo for lo, _ in padding), *out[1:]]
         rhs_strides = tuple(math.prod(patches.image[a + 1:]) for a in range(patches.lead))
-    fixed = [d.m, d.n, d.k, d.lhs.ld, d.rhs.ld, int(d.lhs.trans), int(d.rhs.trans), mc, kc,
+    fixed = [d.m, d.n, k, lhs_ld, rhs_ld, int(d.lhs.trans), int(d.rhs.trans), mc, kc,
              nc, row_scale, 0, 0, 0, *geometry, 0, len(d.batch)]  # epi_*, conv_pack: at run
     assert len(fixed) == len(DIMS)
-    return [*fixed, *d.batch, *d.lhs.batch_strides, *rhs_strides]
+    return [*fixed, *d.batch, *lhs_strides, *rhs_strides]
 
 
 class _Driver:
     """Emits the shared driver of one dtype into `module`."""
 
-    def __init__(self, module: ir.Module, ft: ir.Type, size: int):
+    def __init__(self, module: ir.Module, ft: ir.Type, size: int, pairs: bool = False):
         self.module, self.ft, self.size = module, ft, size
         self.fp = ft.as_pointer()
-        self.mr, self.nr, _ = tile_shape(size)
-        prefix, fp = routine_prefix(ft, size), self.fp
+        self.mr, self.nr, _ = tile_shape(size, pairs=pairs)
+        prefix, fp = routine_prefix(ft, size, pairs), self.fp
         self.name = f"{prefix}_driver"
         self.tiles = _libc(module, f"{prefix}_tiles", ir.VoidType(), tiles_args(fp))
         self.packs = {(side, t): _libc(module, f"{prefix}_pack_{side}_{t}", ir.VoidType(),
@@ -233,7 +240,8 @@ def tiles_args(fp: ir.Type) -> list[ir.Type]:
     return [I64, fp, fp, fp, I64, I64, I64, I1, I64, fp, fp, I1, I64, I64]
 
 
-def render_tiles(module: ir.Module, ft: ir.Type, size: int) -> ir.Function:
+def render_tiles(module: ir.Module, ft: ir.Type, size: int, pairs: bool = False
+                 ) -> ir.Function:
     """Define `<prefix>_tiles(i64 kc, T* apack, T* panel, T* c, i64 n, i64 mc, i64 nc,
     i1 first, i64 mode, T* out2, T* bias, i1 residual, i64 ic, i64 jc)`: the jr loop over
     the columns of tiles of one packed MC x KC block of A and KC x NC panel of B, calling
@@ -243,7 +251,7 @@ def render_tiles(module: ir.Module, ft: ir.Type, size: int) -> ir.Function:
     block, not per tile) compiles as glue: 10 instead of ~50 ms of LLVM."""
     fp = ft.as_pointer()
     _, nr, _ = tile_shape(size)
-    prefix = routine_prefix(ft, size)
+    prefix = routine_prefix(ft, size, pairs)
     fn = ir.Function(module, ir.FunctionType(ir.VoidType(), tiles_args(fp)),
                      name=f"{prefix}_tiles")
     kc, apack, panel, c, n, mc, nc, first, mode, out2, bias, residual, ic, jc = fn.args
@@ -262,17 +270,19 @@ def render_tiles(module: ir.Module, ft: ir.Type, size: int) -> ir.Function:
     return fn
 
 
-def render_driver(module: ir.Module, ft: ir.Type, size: int) -> ir.Function:
-    """Define the shared driver of element type `ft` (`size` bytes) in `module`."""
-    return _Driver(module, ft, size).function()
+def render_driver(module: ir.Module, ft: ir.Type, size: int, pairs: bool = False
+                  ) -> ir.Function:
+    """Define the shared driver of element type `ft` (`size` bytes; bfloat16 `pairs`) in
+    `module`."""
+    return _Driver(module, ft, size, pairs).function()
 
 
 def render_call_site(module: ir.Module, name: str, d: GemmDims, ft: ir.Type, size: int,
                      epilogue: ir.Function | None, row_scale: int,
                      prepack: PrepackPlan | None = None,
                      register: RegisterEpilogue | None = None,
-                     private: bool = False, patches: PatchRead | None = None
-                     ) -> ir.Function:
+                     private: bool = False, patches: PatchRead | None = None,
+                     pairs: bool = False) -> ir.Function:
     """Add `void name(T* out, T* lhs, T* rhs, [epilogue's buffers...], i64 start, i64 stop)`
     calling the shared driver with this product's sizes (module docstring); with a
     `prepack` plan, start and stop count its chunks and an `i64* line` (the call's state
@@ -292,7 +302,7 @@ def render_call_site(module: ir.Module, name: str, d: GemmDims, ft: ir.Type, siz
     start, stop = fn.args[3 + len(buffers):5 + len(buffers)]
     given = list(fn.args[3:3 + len(buffers)])
     b = ir.IRBuilder(fn.append_basic_block("entry"))
-    dims = _dims_copy(b, name, driver_dims(d, size, row_scale, patches))
+    dims = _dims_copy(b, name, driver_dims(d, size, row_scale, patches, pairs))
     if patches is not None:
         pack = _libc(module, f"{routine_prefix(ft, size)}_pack_b_conv", ir.VoidType(),
                      list(conv_pack_type(fp).args))
@@ -307,7 +317,7 @@ def render_call_site(module: ir.Module, name: str, d: GemmDims, ft: ir.Type, siz
     thunk = _thunk(module, name, epilogue, buffers) \
         if epilogue is not None and row_ranged and register is None \
         else ir.Constant(THUNK.as_pointer(), None)
-    driver = _libc(module, f"{routine_prefix(ft, size)}_driver", ir.VoidType(),
+    driver = _libc(module, f"{routine_prefix(ft, size, pairs)}_driver", ir.VoidType(),
                    list(driver_type(ft).args))
     if prepack is not None:
         emit_units(b, prepack, ft, size, (driver, dims, out, lhs, rhs, thunk, ctx), start,
@@ -384,14 +394,17 @@ def routine_text(dtype_name: str, part: str) -> str:
 
 def render_routine_text(dtype_name: str, part: str) -> str:
     """`routine_text` rendered through llvmlite."""
-    if dtype_name not in ("float32", "float64", "int32"):
+    if dtype_name not in ("float32", "float64", "int32", "bfloat16"):
         raise ValueError(f"routine_text: no shared GEMM routines for {dtype_name!r}")
     if part not in ROUTINE_PARTS:
         raise ValueError(f"routine_text: no shared GEMM routine {part!r}; one of "
                          f"{ROUTINE_PARTS}")
-    ft, size = GEMM_TYPES[getattr(dtypes, dtype_name)]
     module = ir.Module(name=f"fgrad_gemm_{dtype_name}")
     module.triple, module.data_layout = target.triple_and_layout()
+    if dtype_name == "bfloat16":
+        render_pair_routine(module, part)
+        return str(module)
+    ft, size = GEMM_TYPES[getattr(dtypes, dtype_name)]
     routines = shared_routines(module, ft, size)
     if part == "driver":
         render_driver(module, ft, size)
@@ -407,6 +420,28 @@ def render_routine_text(dtype_name: str, part: str) -> str:
         routines.pack_function(side, routines.mr if side == "a" else routines.nr,
                                part.endswith("_t"))
     return str(module)
+
+
+def render_pair_routine(module: ir.Module, part: str) -> None:
+    """Define one shared routine of the bfloat16 pairs GEMM (gemm/pairs.py) in `module`:
+    float32's driver and tile loops around the AMX micro-kernel, and the pairs' packing
+    (B stored transposed copies words with the int32 routine)."""
+    ft, size = GEMM_TYPES[dtypes.float32]
+    routines = shared_routines(module, ft, size, pairs=True)
+    name = f"{routines.prefix}_{part}" + ("_n" if part in ("pack_a", "pack_b") else "")
+    if part == "driver":
+        render_driver(module, ft, size, pairs=True)
+    elif part == "micro":
+        routines.micro_kernel()
+        render_tiles(module, ft, size, pairs=True)
+    elif part in ("pack_a", "pack_a_t"):
+        render_pair_rows(module, name, interleave=part == "pack_a_t")
+    elif part == "pack_b":
+        render_pair_interleave(module, name, routines.nr)
+    elif part == "pack_b_t":
+        render_pack(module, name, ir.IntType(32), 4, routines.lanes, "b", routines.nr, True)
+    else:
+        raise ValueError(f"routine_text: the bfloat16 pairs GEMM has no {part!r}")
 
 
 def routine_texts(dtype_name: str, with_conv: bool = False) -> tuple[tuple[str, str], ...]:
@@ -433,7 +468,7 @@ def render_native_gemm_rows(module: ir.Module, name: str, eqn: Eqn,
     register = None if epilogue_kernel is None else register_epilogue(eqn, epilogue_kernel)
     return render_call_site(module, name, dims, ft, size, epilogue, row_scale,
                             prepack_plan(eqn) if split else None, register, private,
-                            eqn.params.get("rhs_patches"))
+                            eqn.params.get("rhs_patches"), bool(eqn.params.get(PAIRS_PARAM)))
 
 
 def render_native_gemm(module: ir.Module, name: str, eqn: Eqn,

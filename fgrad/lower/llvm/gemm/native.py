@@ -31,7 +31,7 @@ from fgrad.core.dtypes import dtypes
 from fgrad.core.ir import Eqn
 from fgrad.lower.kernel.ir import Expr, Kernel, Load, Loop, Op, Store
 from fgrad.lower.llvm import target
-from fgrad.lower.schedule.gemm_layout import gemm_dims
+from fgrad.lower.schedule.gemm_layout import PAIRS_PARAM, gemm_dims
 
 I1 = ir.IntType(1)
 I64 = ir.IntType(64)
@@ -49,10 +49,14 @@ PREFETCH_MIN_K = 16
 NC = 2048
 
 
-def tile_shape(dtype_bytes: int, vector_bits: int | None = None) -> tuple[int, int, int]:
-    """(MR, NR, lanes) of the micro-kernel for this element size and vector width."""
+def tile_shape(dtype_bytes: int, vector_bits: int | None = None,
+               pairs: bool = False) -> tuple[int, int, int]:
+    """(MR, NR, lanes) of the micro-kernel for this element size and vector width; with
+    `pairs`, of the bfloat16 AMX micro-kernel (2 x 2 tiles of 16 x 16: gemm/pairs.py)."""
     bits = target.vector_bits() if vector_bits is None else vector_bits
     lanes = max(bits // (8 * dtype_bytes), 1)
+    if pairs:
+        return 32, 32, lanes
     return (12 if bits >= 512 else 6), 2 * lanes, lanes
 
 
@@ -147,12 +151,12 @@ class _Routines:
     drivers only declare them (`routine_texts`). `micro(kc, a, b, c, ldc, rows, cols, first)` and
     `pack_{a,b}_{n,t}(dest, base, ld, first, limit, k0, kc)` (module docstring)."""
 
-    def __init__(self, module: ir.Module, ft: ir.Type, size: int):
-        self.module, self.ft, self.size = module, ft, size
+    def __init__(self, module: ir.Module, ft: ir.Type, size: int, pairs: bool = False):
+        self.module, self.ft, self.size, self.pairs = module, ft, size, pairs
         self.fp = ft.as_pointer()
-        self.mr, self.nr, self.lanes = tile_shape(size)
+        self.mr, self.nr, self.lanes = tile_shape(size, pairs=pairs)
         self.vt = ir.VectorType(ft, self.lanes)
-        self.prefix = routine_prefix(ft, size)
+        self.prefix = routine_prefix(ft, size, pairs)
 
     # ------------------------------------------------------------------ micro-kernel
 
@@ -177,6 +181,7 @@ class _Routines:
         b = ir.IRBuilder(fn.append_basic_block("entry"))
         flags = _Mode.test(b, mode, ldc)
         scratch = b.alloca(self.ft, size=mr * self.nr, name="edge")   # an edge tile's sums
+        scratch.align = 64
 
         def row_tile(i: ir.Value) -> None:
             rows = _smin(b, _c(mr), b.sub(height, i))
@@ -188,7 +193,11 @@ class _Routines:
                 with b.if_then(flags.residual):
                     self._prefetch_tile(b, tile_bias, ldc, rows, cols, write=0)
             slivers = (b.gep(a, [b.mul(i, kc)], inbounds=True), bp)
-            accs = self._products(b, fn, kc, rows, slivers)
+            if self.pairs:
+                from fgrad.lower.llvm.gemm.pairs import tile_products   # it imports this
+                accs = tile_products(b, kc, slivers, scratch, self.lanes)
+            else:
+                accs = self._products(b, fn, kc, rows, slivers)
             self._write_tile(b, accs, tile_c, ldc, rows, cols, first,
                              (flags, b.gep(out2, [at]), tile_bias), scratch)
         _loop(b, _c(0), height, mr, row_tile, "ir")
@@ -436,18 +445,21 @@ class _Routines:
                            trans)
 
 
-def routine_prefix(ft: ir.Type, size: int) -> str:
-    """Symbol prefix of the shared routines for this dtype at the host's tile."""
-    mr, nr, _ = tile_shape(size)
-    kind = "i32" if isinstance(ft, ir.IntType) else "f64" if isinstance(ft, ir.DoubleType) \
-        else "f32"
+def routine_prefix(ft: ir.Type, size: int, pairs: bool = False) -> str:
+    """Symbol prefix of the shared routines for this dtype (or bfloat16 `pairs`, whose
+    accumulators are float32: gemm/pairs.py) at the host's tile."""
+    mr, nr, _ = tile_shape(size, pairs=pairs)
+    kind = "bf16" if pairs else "i32" if isinstance(ft, ir.IntType) \
+        else "f64" if isinstance(ft, ir.DoubleType) else "f32"
     return f"fgrad_gemm{ROUTINES_VERSION}_{kind}_{mr}x{nr}"
 
 
 def routine_dtypes(library_calls: dict[str, Eqn]) -> list[str]:
-    """The dtypes ("float32", "float64", "int32") whose shared routines these calls need."""
+    """The dtypes ("float32", "float64", "int32"; "bfloat16" for products over bfloat16
+    pairs, gemm/pairs.py) whose shared routines these calls need."""
     names = {dtypes.float32: "float32", dtypes.float64: "float64", dtypes.int32: "int32"}
-    return sorted({names[e.outvars[0].aval.dtype] for e in library_calls.values()
+    return sorted({"bfloat16" if e.params.get(PAIRS_PARAM) else names[e.outvars[0].aval.dtype]
+                   for e in library_calls.values()
                    if e.primitive.name == "dot_general" and uses_native_gemm(e)})
 
 
@@ -521,7 +533,9 @@ def epilogue_row_scale(eqn: Eqn, kernel: Kernel) -> int:
     return kernel.body[0].sym.extent // dims.m
 
 
-def shared_routines(module: ir.Module, ft: ir.Type, size: int) -> _Routines:
+def shared_routines(module: ir.Module, ft: ir.Type, size: int,
+                    pairs: bool = False) -> _Routines:
     """What emits the micro-kernel (`micro_kernel()`) and the packing routines
-    (`pack_function(side, width, trans)`) of element type `ft` into `module`."""
-    return _Routines(module, ft, size)
+    (`pack_function(side, width, trans)`) of element type `ft` (or bfloat16 `pairs`) into
+    `module`."""
+    return _Routines(module, ft, size, pairs)

@@ -33,7 +33,7 @@ from fgrad.core.ir import Eqn
 from fgrad.lower.llvm.gemm.native import (I64, KC, MC_TARGET, _c, _libc, _loop, _smin,
                                           aligned_alloc, routine_prefix, tile_shape,
                                           uses_native_gemm)
-from fgrad.lower.schedule.gemm_layout import gemm_dims
+from fgrad.lower.schedule.gemm_layout import PAIRS_PARAM, gemm_dims
 
 PACK_COLS = 128          # columns of B per packing unit (divides NC, a multiple of NR)
 ROW_CHUNKS_PER_THREAD = 4
@@ -68,7 +68,8 @@ def prepack_plan(eqn: Eqn) -> PrepackPlan | None:
     if not ENABLED or not uses_native_gemm(eqn):
         return None
     dims = gemm_dims(eqn)
-    if dims is None or dims.batch or "rhs_patches" in eqn.params:
+    if dims is None or dims.batch or "rhs_patches" in eqn.params \
+            or eqn.params.get(PAIRS_PARAM):   # bfloat16 pairs: each thread packs its B
         return None
     size = eqn.outvars[0].aval.dtype.itemsize
     mr, nr, _ = tile_shape(size)
