@@ -14,10 +14,18 @@ import fgrad
 from fgrad import Tensor
 from fgrad.lower.llvm import blas
 from fgrad.lower.llvm.gemm.native import KC, NC
+from fgrad.lower.llvm.gemm import prepack
 from fgrad.lower.llvm.gemm.prepack import prepack_plan
 from fgrad.lower.llvm.runtime import describe
 
 RNG = np.random.default_rng(11)
+
+
+@pytest.fixture(autouse=True)
+def shared_b(monkeypatch):
+    """These tests cover the shared packed B, whichever way this host decides
+    (`prepack.shared_b_pays`)."""
+    monkeypatch.setattr(prepack, "ENABLED", True)
 TOL = {np.float32: 3e-5, np.float64: 1e-12}
 
 
@@ -107,3 +115,13 @@ def test_concurrent_calls_pack_their_own_b() -> None:
     for t in threads:
         t.join()
     assert len(errors) == 40 and max(errors) < 1e-3
+
+
+def test_the_host_decides_by_its_l2(monkeypatch):
+    monkeypatch.setattr(prepack, "ENABLED", None)
+    closed, eqn = _dot_eqn(lambda a, b: a @ b, np.ones((256, 784), np.float32),
+                           np.ones((784, 512), np.float32))
+    assert (prepack_plan(eqn) is not None) == prepack.shared_b_pays()
+    l2 = prepack._l2_bytes()
+    if l2 is not None:
+        assert prepack.shared_b_pays() == (l2 < KC * NC * 4)

@@ -24,13 +24,14 @@ finishes the last one frees the block.
 """
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import dataclass
 
 from llvmlite import ir
 
 from fgrad.core.ir import Eqn
-from fgrad.lower.llvm.gemm.native import (I64, KC, MC_TARGET, _c, _libc, _loop, _smin,
+from fgrad.lower.llvm.gemm.native import (I64, KC, MC_TARGET, NC, _c, _libc, _loop, _smin,
                                           aligned_alloc, routine_prefix, tile_shape,
                                           uses_native_gemm)
 from fgrad.lower.schedule.gemm_layout import PAIRS_PARAM, gemm_dims
@@ -38,7 +39,8 @@ from fgrad.lower.schedule.gemm_layout import PAIRS_PARAM, gemm_dims
 PACK_COLS = 128          # columns of B per packing unit (divides NC, a multiple of NR)
 ROW_CHUNKS_PER_THREAD = 4
 MAX_PACKED_BYTES = 1 << 28     # a larger B keeps the driver's own per-chunk packing
-ENABLED = True                 # measurement switch (bench/A-B); False: per-chunk packing
+# measurement switch (bench/A-B): True / False force shared / per-chunk packing; None: by host
+ENABLED: bool | None = None
 SCRATCH_SLOT, FINISHED_SLOT, DONE_SLOT = 2, 3, 8   # i64 slots of the call's state line
 
 
@@ -60,12 +62,43 @@ class PrepackPlan:
         return count, 1, count
 
 
+@functools.cache
+def shared_b_pays() -> bool:
+    """Whether products share one packed B on this host: where a core's L2 cannot hold a
+    thread's own B panel (KC x NC float32, 2 MiB). Where it can, each thread packing its
+    own copy into its own L2 measured faster: on a 2-core Xeon (2 MiB L2 per core), the
+    shared B (half of it packed on, and read from, the other core's L2) against per-thread
+    copies, in one process, medians of 15 rounds: 256x784x512 0.797 vs 0.642 ms, 1024^3
+    6.16 vs 5.88, 2048^3 51.8 vs 48.2, 128^3 0.047 vs 0.032. The shared B was built for
+    the 2-core EPYC VM of earlier sessions (1 MiB L2), where it measured faster (design.md).
+    Unknown cache sizes keep it."""
+    l2 = _l2_bytes()
+    return l2 is None or l2 < KC * NC * 4
+
+
+def _l2_bytes() -> int | None:
+    """The first CPU's level-2 cache size in bytes (Linux sysfs), None if not known."""
+    root = "/sys/devices/system/cpu/cpu0/cache"
+    try:
+        for entry in sorted(os.listdir(root)):
+            with open(os.path.join(root, entry, "level")) as f:
+                if f.read().strip() != "2":
+                    continue
+            with open(os.path.join(root, entry, "size")) as f:
+                text = f.read().strip().upper()
+            scale = {"K": 1 << 10, "M": 1 << 20}.get(text[-1:], 1)
+            return int(text.rstrip("KM")) * scale
+    except (OSError, ValueError):
+        return None
+    return None
+
+
 def prepack_plan(eqn: Eqn) -> PrepackPlan | None:
     """How the call of `eqn` splits with B packed once, or None: not fgrad's own GEMM, a
     batched product, too little work to split (blas.MIN_SPLIT_FLOPS; a row chunk holds at
     least blas.MIN_CHUNK_FLOPS), or a B too large to copy."""
     from fgrad.lower.llvm import blas
-    if not ENABLED or not uses_native_gemm(eqn):
+    if not (shared_b_pays() if ENABLED is None else ENABLED) or not uses_native_gemm(eqn):
         return None
     dims = gemm_dims(eqn)
     if dims is None or dims.batch or "rhs_patches" in eqn.params \
