@@ -3,8 +3,9 @@
 An ordinary store first reads the output's cache line from memory (to own it), so a kernel
 that writes N bytes moves 2N over the memory bus for them. A non-temporal store writes
 whole lines around the caches and skips that read. It pays only when:
-- the outputs are larger than the last-level cache (a later kernel would not have found
-  them in cache anyway; smaller ones are better left there);
+- the outputs are larger than the last-level cache, or this machine's share of it
+  (`STREAM_MIN_BYTES`: a later kernel would not have found them in cache anyway; smaller
+  ones are better left there);
 - the kernel is bound by memory, not arithmetic: a slow loop fills its write-combining
   buffers slowly, they are flushed half full, and partial lines cost more than the read
   saved (measured: W1's exp/tanh/sigmoid chain went 20 -> 35 ms with them);
@@ -29,6 +30,7 @@ layernorm of 4096x4096 7.7-8.0 -> 6.9-7.7 ms (docs/performance.md).
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Sequence
 
 from fgrad.lower.kernel.index import Ix, Sym
@@ -39,23 +41,46 @@ LINE_BYTES = 64          # a cache line: the unit a streaming store fills, and t
 MAX_STREAMED_OPS = 32    # ops per element at most (the renderer unrolls a line's elements)
 
 
-def _last_level_cache_bytes() -> int:
-    """The largest cache's size from Linux's sysfs; 32 MiB where it does not say."""
-    sizes = []
+def cache_bytes(level: int | None = None) -> int | None:
+    """The size of the first CPU's data or unified cache of `level` (None: the largest)
+    from Linux's sysfs; None where it does not say."""
+    sizes = {}
     for index in range(8):
+        folder = f"/sys/devices/system/cpu/cpu0/cache/index{index}"
         try:
-            with open(f"/sys/devices/system/cpu/cpu0/cache/index{index}/size") as f:
+            with open(f"{folder}/size") as f:
                 text = f.read().strip()
-        except OSError:
+            with open(f"{folder}/level") as f:
+                found = int(f.read().strip())
+            with open(f"{folder}/type") as f:
+                kind = f.read().strip()
+        except (OSError, ValueError):
             break
         scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:], 1)
         digits = text[:-1] if text[-1:] in "KMG" else text
-        if digits.isdigit():
-            sizes.append(int(digits) * scale)
-    return max(sizes, default=32 << 20)
+        if digits.isdigit() and kind != "Instruction":
+            sizes[found] = int(digits) * scale
+    if not sizes:
+        return None
+    return sizes.get(level) if level is not None else max(sizes.values())
 
 
-STREAM_MIN_BYTES = _last_level_cache_bytes()
+# A VM sees its host's whole last-level cache in sysfs (480 MiB on a 2-core Xeon guest),
+# shared with every other tenant. An output counts as cache-sized up to this much per CPU
+# of this machine: there, `x + 1` feeding `(y + 1) * 2 + x` measured faster with ordinary
+# stores up to 16 MiB outputs (1.33 vs 1.53 ms) and even at 32 MiB (2.76 vs 2.80), while
+# 64 MiB outputs streamed faster (`x + 1` 2.47 vs 3.51 ms, layernorm 3.12 vs 5.68).
+LLC_SHARE_PER_CPU = 16 << 20
+
+
+def _stream_min_bytes() -> int:
+    """Outputs at least this large stream: the last-level cache (32 MiB where sysfs does
+    not say), at most `LLC_SHARE_PER_CPU` per CPU."""
+    llc = cache_bytes() or 32 << 20
+    return min(llc, LLC_SHARE_PER_CPU * (os.cpu_count() or 1))
+
+
+STREAM_MIN_BYTES = _stream_min_bytes()
 
 
 def _line_start_at_zero(index: Ix, sym: Sym, width: int) -> bool:

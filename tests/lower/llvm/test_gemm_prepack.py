@@ -122,6 +122,6 @@ def test_the_host_decides_by_its_l2(monkeypatch):
     closed, eqn = _dot_eqn(lambda a, b: a @ b, np.ones((256, 784), np.float32),
                            np.ones((784, 512), np.float32))
     assert (prepack_plan(eqn) is not None) == prepack.shared_b_pays()
-    l2 = prepack._l2_bytes()
+    l2 = prepack.cache_bytes(2)
     if l2 is not None:
         assert prepack.shared_b_pays() == (l2 < KC * NC * 4)

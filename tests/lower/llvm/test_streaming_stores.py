@@ -118,3 +118,13 @@ def test_outputs_not_aligned_to_a_line_take_ordinary_stores(stream_everything: N
         results.append(got.ctypes.data % streaming.LINE_BYTES)
         np.testing.assert_array_equal(got, x * np.float32(2) + np.float32(1))
     assert any(results), "no output was misaligned: the fallback went untested"
+
+
+def test_the_threshold_is_at_most_this_machines_share_of_the_cache(monkeypatch) -> None:
+    monkeypatch.setattr(streaming, "cache_bytes", lambda level=None: 480 << 20)
+    monkeypatch.setattr(streaming.os, "cpu_count", lambda: 2)
+    assert streaming._stream_min_bytes() == 2 * streaming.LLC_SHARE_PER_CPU
+    monkeypatch.setattr(streaming, "cache_bytes", lambda level=None: 8 << 20)
+    assert streaming._stream_min_bytes() == 8 << 20
+    monkeypatch.setattr(streaming, "cache_bytes", lambda level=None: None)
+    assert streaming._stream_min_bytes() == 32 << 20

@@ -34,6 +34,7 @@ from fgrad.core.ir import Eqn
 from fgrad.lower.llvm.gemm.native import (I64, KC, MC_TARGET, NC, _c, _libc, _loop, _smin,
                                           aligned_alloc, routine_prefix, tile_shape,
                                           uses_native_gemm)
+from fgrad.lower.kernel.streaming import cache_bytes
 from fgrad.lower.schedule.gemm_layout import PAIRS_PARAM, gemm_dims
 
 PACK_COLS = 128          # columns of B per packing unit (divides NC, a multiple of NR)
@@ -72,25 +73,8 @@ def shared_b_pays() -> bool:
     6.16 vs 5.88, 2048^3 51.8 vs 48.2, 128^3 0.047 vs 0.032. The shared B was built for
     the 2-core EPYC VM of earlier sessions (1 MiB L2), where it measured faster (design.md).
     Unknown cache sizes keep it."""
-    l2 = _l2_bytes()
+    l2 = cache_bytes(2)
     return l2 is None or l2 < KC * NC * 4
-
-
-def _l2_bytes() -> int | None:
-    """The first CPU's level-2 cache size in bytes (Linux sysfs), None if not known."""
-    root = "/sys/devices/system/cpu/cpu0/cache"
-    try:
-        for entry in sorted(os.listdir(root)):
-            with open(os.path.join(root, entry, "level")) as f:
-                if f.read().strip() != "2":
-                    continue
-            with open(os.path.join(root, entry, "size")) as f:
-                text = f.read().strip().upper()
-            scale = {"K": 1 << 10, "M": 1 << 20}.get(text[-1:], 1)
-            return int(text.rstrip("KM")) * scale
-    except (OSError, ValueError):
-        return None
-    return None
 
 
 def prepack_plan(eqn: Eqn) -> PrepackPlan | None:
