@@ -20,8 +20,9 @@ So an output qualifies when one innermost loop (the kernel's only loop, or the l
 of a row kernel such as layernorm's) holds its only store, `out[row + i] = f(...)` with
 rows of whole lines, `f` has no transcendental, a few dozen ops at most and only loads
 contiguous along `i` (or constant in it; none by quotient or remainder of `i`), the kernel
-never reads `out`, its elements have at least 2 bytes, and it has at least
-`STREAM_MIN_BYTES`. The llvm renderer (`render.py`) writes the aligned middle of that loop
+never reads `out` (except a row that an earlier phase wrote and the last phase rereads,
+as softmax's exps: the renderer then stages that row on the stack, `scratch_row`), its
+elements have at least 2 bytes, and it has at least `STREAM_MIN_BYTES`. The llvm renderer (`render.py`) writes the aligned middle of that loop
 with non-temporal vector stores, and its unaligned ends (and any call whose output is not
 64-byte aligned) with ordinary ones.
 Measured on this VM (2 cores, 32 MiB L3): `x + 1` on 2^24 float32 5.9-6.1 -> 3.9-4.1 ms,
@@ -32,9 +33,11 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from fgrad.lower.kernel.index import Ix, Sym
-from fgrad.lower.kernel.ir import Expr, Kernel, Load, Loop, Op, Stmt, Store, expr_nodes
+from fgrad.lower.kernel.ir import (AccInit, AccUpdate, Expr, Kernel, Load, Loop, Op, Stmt,
+                                   Store, expr_nodes)
 from fgrad.lower.schedule.partition import COSTLY
 
 LINE_BYTES = 64          # a cache line: the unit a streaming store fills, and the alignment
@@ -125,14 +128,76 @@ def streamed_store(kernel: Kernel) -> tuple[Loop, Store] | None:
     assert isinstance(store, Store)
     itemsize = kernel.params[store.buf].dtype.itemsize
     ops = _op_count(store.value, loop.sym, set())
-    if ops is None or ops > MAX_STREAMED_OPS or itemsize < 2 or store.buf in _loaded(kernel):
+    staged = scratch_row(kernel)
+    staged_here = staged is not None and staged.last_loop is loop
+    if ops is None or ops > MAX_STREAMED_OPS or itemsize < 2 or \
+            (store.buf in _loaded(kernel) and not staged_here):
         return None
     if not _line_start_at_zero(store.index, loop.sym, LINE_BYTES // itemsize):
         return None
-    if _stores_to(kernel.body, store.buf) != 1 or \
+    if _stores_to(kernel.body, store.buf) != 1 + staged_here or \
             math.prod(kernel.params[store.buf].shape) * itemsize < STREAM_MIN_BYTES:
         return None
     return loop, store
+
+
+@dataclass(frozen=True)
+class ScratchRow:
+    """A row kernel's output row staged on the stack (`scratch_row`): the earlier phase's
+    store `first` (in `first_loop`) and the last phase's loads of it (`loads`, by id, in
+    `last_loop`) use the stack row at their phase's variable instead of the output."""
+
+    buf: int
+    first: Store
+    first_loop: Loop
+    last_loop: Loop
+    loads: frozenset[int]
+
+
+SCRATCH_ROW_MAX = 16384   # elements of a staged row (64 KiB of float32 on a thread's stack)
+
+
+def scratch_row(kernel: Kernel) -> ScratchRow | None:
+    """A row kernel whose earlier phase writes an output row that its last phase reads back
+    and rewrites in place (softmax: the row's exps, then the exps over their sum), when
+    staging that row on the stack leaves the last phase the output's only store and read:
+    then it may stream, and the first write never reaches memory. The row must fit
+    `SCRATCH_ROW_MAX` and be indexed `row_start + i` in both phases."""
+    if kernel.row_range or len(kernel.body) != 1 or not isinstance(kernel.body[0], Loop):
+        return None
+    phases = [s for s in kernel.body[0].body if isinstance(s, Loop)]
+    if len(phases) < 2 or not all(isinstance(s, (Store, AccInit, AccUpdate))
+                                  for p in phases for s in p.body):
+        return None
+    last = phases[-1]
+    if len(last.body) != 1 or not isinstance(last.body[0], Store) \
+            or last.sym.extent > SCRATCH_ROW_MAX:
+        return None
+    store = last.body[0]
+    earlier = [(p, s) for p in phases[:-1] for s in p.body
+               if isinstance(s, Store) and s.buf == store.buf]
+    if len(earlier) != 1 or _stores_to(kernel.body, store.buf) != 2:
+        return None
+    loop, first = earlier[0]
+    loads = [e for e in expr_nodes(kernel.body, in_indices=True)
+             if isinstance(e, Load) and e.buf == store.buf]
+    in_last = {id(e) for e in expr_nodes([store]) if isinstance(e, Load)} - {
+        id(e) for e in expr_nodes(phases[:-1], in_indices=True)}
+    row = _row_of(store.index, last.sym)
+    if loop.sym.extent != last.sym.extent or row is None or row != _row_of(first.index,
+                                                                             loop.sym):
+        return None
+    if not loads or any(id(e) not in in_last or _row_of(e.index, last.sym) != row
+                        for e in loads):
+        return None
+    return ScratchRow(store.buf, first, loop, last, frozenset(id(e) for e in loads))
+
+
+def _row_of(index: Ix, sym: Sym) -> tuple | None:
+    """`index` less `sym` (its coefficient must be 1, and `sym` nowhere else), as a key."""
+    if dict(index.terms).get(sym) != 1 or sym in index.nonlinear_syms():
+        return None
+    return index.const, tuple(sorted(((str(a), c) for a, c in index.terms if a != sym)))
 
 
 def streamed_outputs(kernel: Kernel) -> tuple[int, ...]:

@@ -10,6 +10,9 @@ They are registered as process symbols `fgrad_sgemm`/`fgrad_dgemm` that the modu
 and MCJIT resolves by name when it links the module. Row-major out = lhs @ rhs is computed
 as the column-major out^T = rhs^T lhs^T: rhs goes first and the row-major leading
 dimensions carry over unchanged.
+
+Also `render_library_call`: the function of any library call (a product by fgrad's own
+GEMM or by OpenBLAS, LAPACK, a native sequence op), and how each one splits over the pool.
 """
 from __future__ import annotations
 
@@ -23,6 +26,7 @@ from llvmlite import ir
 
 from fgrad.core.dtypes import dtypes
 from fgrad.core.ir import Eqn
+from fgrad.lower.kernel.ir import Kernel
 from fgrad.lower.schedule.gemm_layout import GemmDims, gemm_dims
 
 I8 = ir.IntType(8)
@@ -315,3 +319,32 @@ def _row_loop(b: ir.IRBuilder, fn: ir.Function, gemm: ir.Function, d: GemmDims,
     e.add_incoming(b.add(e, ir.Constant(I64, 1)), b.block)
     b.branch(head)
     b.position_at_end(done)
+
+
+def render_library_call(module: ir.Module, name: str, eqn: Eqn, split: bool,
+                        epilogue: ir.Function | None = None,
+                        epilogue_kernel: Kernel | None = None,
+                        private: bool = False) -> ir.Function:
+    """Add the function computing library call `eqn`: a dot_general by fgrad's own GEMM (or,
+    with FGRAD_GEMM=openblas, by OpenBLAS calls), by rows when the pool `split`s it, with
+    the `epilogue` kernel (`epilogue_kernel` its IR) inside when given; LAPACK else."""
+    from fgrad.lower.llvm.gemm.driver import render_native_gemm, render_native_gemm_rows
+    from fgrad.lower.llvm.gemm.native import epilogue_row_scale, uses_native_gemm
+    from fgrad.lower.llvm.lapack import render_lapack   # they import this module
+    from fgrad.lower.llvm.sequences import render_sequence_op
+    from fgrad.lower.schedule.partition import SEQUENCE_OPS
+    if eqn.primitive.name in SEQUENCE_OPS:
+        return render_sequence_op(module, name, eqn)
+    if eqn.primitive.name != "dot_general":
+        return render_lapack(module, name, eqn)
+    if uses_native_gemm(eqn):
+        if epilogue is None or epilogue_kernel is None:
+            return render_native_gemm_rows(module, name, eqn) if split \
+                else render_native_gemm(module, name, eqn)
+        scale = epilogue_row_scale(eqn, epilogue_kernel)
+        if split:
+            return render_native_gemm_rows(module, name, eqn, epilogue, scale,
+                                           epilogue_kernel=epilogue_kernel, private=private)
+        return render_native_gemm(module, name, eqn, epilogue, scale, epilogue_kernel,
+                                  private)
+    return render_gemm_rows(module, name, eqn) if split else render_gemm(module, name, eqn)

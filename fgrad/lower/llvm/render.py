@@ -23,8 +23,8 @@ from fgrad.core.dtypes import dtypes
 from fgrad.core.ir import Eqn
 from fgrad.lower.kernel.index import Clamp, Div, Dyn, Ix, Mod, Sym
 from fgrad.lower.kernel.build import identity
-from fgrad.lower.kernel.streaming import (LINE_BYTES, line_elements, streamed_outputs,
-                                          streamed_store)
+from fgrad.lower.kernel.streaming import (LINE_BYTES, line_elements, scratch_row,
+                                          streamed_outputs, streamed_store)
 from fgrad.lower.kernel.row_pipeline import RowPipeline, row_pipeline
 from fgrad.lower.kernel.loop_shape import inner_trips, latency_bound
 from fgrad.lower.kernel.signs import max_reductions, max_shifted, nonpositive, shift_test
@@ -32,15 +32,9 @@ from fgrad.lower.kernel.pieces import (clamp_idle, decide, fixed_quotient, piece
                                        plain_sym, range_in, tile_width)
 from fgrad.lower.kernel.ir import (AccInit, AccRead, AccUpdate, Const, Expr, IndexPred,
                                    IndexValue, Kernel, Load, Loop, Op, Stmt, Store)
-from fgrad.lower.llvm.blas import render_gemm
-from fgrad.lower.llvm.gemm.driver import render_native_gemm, render_native_gemm_rows
 from fgrad.lower.llvm.gemm.prepack import prepack_plan
-from fgrad.lower.llvm.gemm.native import epilogue_row_scale, uses_native_gemm
-from fgrad.lower.llvm.blas import library_chunking, render_gemm_rows
-from fgrad.lower.llvm.lapack import render_lapack
-from fgrad.lower.llvm.sequences import render_sequence_op
+from fgrad.lower.llvm.blas import library_chunking, render_library_call
 from fgrad.lower.llvm import vmath as llvm_math
-from fgrad.lower.schedule.partition import SEQUENCE_OPS
 from fgrad.lower.llvm.ops import I1, I64, OPS, Emitter, const, mem_type, reg_type
 from fgrad.lower.llvm.threads import (Call, chunking, emit_calls, entry_names, plan_parts,
                                       render_entry, render_part, split_extent)
@@ -71,6 +65,8 @@ class _KernelRenderer:
         self.streamed, self.twin, self.streaming = streamed, twin, False
         found = streamed_store(kernel) if streamed else None
         self.streamed_loop = found[0] if found else None
+        self.staged = scratch_row(kernel) if found else None   # a row staged on the stack
+        self.row: ir.AllocaInstr | None = None
         for n, (arg, p) in enumerate(zip(self.fn.args, kernel.params, strict=False)):
             arg.name = p.name
             arg.add_attribute("noalias")
@@ -163,6 +159,9 @@ class _KernelRenderer:
     def stmt(self, s: Stmt) -> None:
         if isinstance(s, Loop):
             self.loop(s)
+        elif isinstance(s, Store) and self.staged and s is self.staged.first:
+            value = self.em.to_memory(self.kernel.params[s.buf].dtype, self.value(s.value))
+            self.b.store(value, self.staged_at(self.staged.first_loop))
         elif isinstance(s, Store):
             self.store(s.buf, s.index, self.value(s.value))
         elif isinstance(s, AccInit):
@@ -329,6 +328,17 @@ class _KernelRenderer:
     def pointer(self, buf: int, index: Ix) -> ir.Value:
         return self.b.gep(self.fn.args[buf], [self.index(index)], inbounds=True)
 
+    def staged_at(self, loop: Loop) -> ir.Value:
+        """The staged row's element at `loop`'s variable (kernel/streaming.py)."""
+        assert self.staged is not None
+        if self.row is None:
+            with self.b.goto_entry_block():
+                self.b.position_at_start(self.fn.entry_basic_block)
+                dtype = self.kernel.params[self.staged.buf].dtype
+                self.row = self.b.alloca(mem_type(dtype), size=loop.sym.extent, name="row")
+                self.row.align = LINE_BYTES
+        return self.b.gep(self.row, [self.syms[loop.sym]], inbounds=True)
+
     def store(self, buf: int, index: Ix, value: ir.Value) -> None:
         value = self.em.to_memory(self.kernel.params[buf].dtype, value)
         store = self.b.store(value, self.pointer(buf, index))
@@ -369,7 +379,9 @@ class _KernelRenderer:
     def compute(self, e: Expr) -> ir.Value:
         b = self.b
         if isinstance(e, Load):
-            return self.em.from_memory(e.dtype, b.load(self.pointer(e.buf, e.index)))
+            at = self.staged_at(self.staged.last_loop) if self.staged and id(
+                e) in self.staged.loads else self.pointer(e.buf, e.index)
+            return self.em.from_memory(e.dtype, b.load(at))
         if isinstance(e, IndexValue):
             return self.index_value(e)
         if isinstance(e, IndexPred):
@@ -515,30 +527,6 @@ def render_kernel(module: ir.Module, kernel: Kernel) -> ir.Function:
         return _KernelRenderer(module, kernel, split).render()
     twin = _KernelRenderer(module, kernel, split, streamed=streamed).render()
     return _KernelRenderer(module, kernel, split, twin=(twin, streamed)).render()
-
-
-def render_library_call(module: ir.Module, name: str, eqn: Eqn, split: bool,
-                        epilogue: ir.Function | None = None,
-                        epilogue_kernel: Kernel | None = None,
-                        private: bool = False) -> ir.Function:
-    """Add the function computing library call `eqn`: a dot_general by fgrad's own GEMM (or,
-    with FGRAD_GEMM=openblas, by OpenBLAS calls), by rows when the pool `split`s it, with
-    the `epilogue` kernel (`epilogue_kernel` its IR) inside when given; LAPACK else."""
-    if eqn.primitive.name in SEQUENCE_OPS:
-        return render_sequence_op(module, name, eqn)
-    if eqn.primitive.name != "dot_general":
-        return render_lapack(module, name, eqn)
-    if uses_native_gemm(eqn):
-        if epilogue is None or epilogue_kernel is None:
-            return render_native_gemm_rows(module, name, eqn) if split \
-                else render_native_gemm(module, name, eqn)
-        scale = epilogue_row_scale(eqn, epilogue_kernel)
-        if split:
-            return render_native_gemm_rows(module, name, eqn, epilogue, scale,
-                                           epilogue_kernel=epilogue_kernel, private=private)
-        return render_native_gemm(module, name, eqn, epilogue, scale, epilogue_kernel,
-                                  private)
-    return render_gemm_rows(module, name, eqn) if split else render_gemm(module, name, eqn)
 
 
 def _declare(module: ir.Module, symbol: str, ftype: ir.FunctionType) -> ir.Function:

@@ -41,7 +41,7 @@ def test_only_single_output_memory_bound_kernels_stream(stream_everything: None)
 
 
 def test_a_row_kernel_streams_its_last_phase(stream_everything: None) -> None:
-    """layernorm's normalized rows stream; softmax rereads its output (not streamed), a
+    """layernorm's normalized rows stream; so do softmax's (its exps staged on the stack), a
     transpose reads across the loop, a permuted flattened axis reads by quotient and
     remainder, output rows of 65 elements are not whole lines."""
     m = Tensor(RNG.standard_normal((48, 64)).astype(np.float32))
@@ -49,7 +49,9 @@ def test_a_row_kernel_streams_its_last_phase(stream_everything: None) -> None:
     streamed = lambda fn, a: [streaming.streamed_outputs(k) for k in kernels_of(fn, a)]  # noqa
     (kernel,) = kernels_of(lambda v: v.layernorm(), m)
     assert streaming.streamed_outputs(kernel) == (len(kernel.params) - 2,)
-    assert streamed(lambda v: v.softmax(-1), m) == [()]
+    (kernel,) = kernels_of(lambda v: v.softmax(-1), m)
+    assert streaming.scratch_row(kernel) is not None
+    assert streaming.streamed_outputs(kernel) == (streaming.scratch_row(kernel).buf,)
     assert streamed(lambda v: v.T + 1, m) == [()]
     # reads by quotient and remainder of the loop index (a permuted flattened axis)
     assert streamed(lambda v: v.reshape(8, 6, 64).permute(1, 0, 2).reshape(48, 64) * 2,
@@ -128,3 +130,26 @@ def test_the_threshold_is_at_most_this_machines_share_of_the_cache(monkeypatch) 
     assert streaming._stream_min_bytes() == 8 << 20
     monkeypatch.setattr(streaming, "cache_bytes", lambda level=None: None)
     assert streaming._stream_min_bytes() == 32 << 20
+
+
+def test_a_staged_row_keeps_the_bits(monkeypatch) -> None:
+    """softmax with its exps staged on the stack and its output streamed gives the same
+    bits as the kernel that writes the exps to the output and rescales them there."""
+    x = (RNG.standard_normal((40, 128)) * 5).astype(np.float32)
+    x[3, 7], x[5, :], x[9, 2], x[11, 4] = np.inf, -np.inf, np.nan, -np.inf
+    monkeypatch.setattr(streaming, "STREAM_MIN_BYTES", 0)
+    staged = fgrad.jit(lambda v: v.softmax(-1))(Tensor(x)).numpy()
+    monkeypatch.setattr(streaming, "STREAM_MIN_BYTES", 1 << 60)
+    plain = fgrad.jit(lambda v: v.softmax(-1))(Tensor(x)).numpy()
+    np.testing.assert_array_equal(staged.view(np.int32), plain.view(np.int32))
+    with np.errstate(all="ignore"):
+        top = x.max(1, keepdims=True)
+        e = np.exp(x - np.where(np.isfinite(top), top, 0))
+        np.testing.assert_allclose(staged, e / e.sum(1, keepdims=True), rtol=1e-5,
+                                   atol=1e-7, equal_nan=True)
+
+
+def test_rows_too_long_to_stage_are_not_streamed(stream_everything: None) -> None:
+    wide = Tensor(np.ones((2, 2 * streaming.SCRATCH_ROW_MAX), np.float32))
+    (kernel,) = kernels_of(lambda v: v.softmax(-1), wide)
+    assert streaming.scratch_row(kernel) is None and streaming.streamed_outputs(kernel) == ()
