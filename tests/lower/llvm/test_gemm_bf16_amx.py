@@ -24,10 +24,11 @@ def _dims(k: int, lhs: MatrixView, rhs: MatrixView) -> GemmDims:
     return GemmDims((), 8, 8, k, lhs, rhs)
 
 
-def test_pairs_need_whole_tile_steps_and_word_aligned_pairs():
+def test_pairs_need_an_even_k_and_word_aligned_pairs():
     plain = MatrixView(False, 64, ())
     assert pairs_fit(_dims(64, plain, plain))
-    assert not pairs_fit(_dims(48, plain, plain))                     # k not a multiple of 32
+    assert pairs_fit(_dims(48, plain, plain))      # 24 pairs: a tile step, then 8 by vector
+    assert not pairs_fit(_dims(47, plain, plain))                     # a pair past k
     assert not pairs_fit(_dims(64, MatrixView(False, 65, ()), plain))  # A's pairs straddle
     assert pairs_fit(_dims(64, MatrixView(True, 65, ()), plain))       # A interleaved: any ld
     assert not pairs_fit(_dims(64, plain, MatrixView(True, 67, ())))   # B^T's pairs straddle
@@ -55,8 +56,8 @@ def _check_f32(fn, *arrays: np.ndarray, expect_amx: bool = True) -> np.ndarray:
     return got
 
 
-SHAPES = [(1, 32, 1), (7, 32, 31), (64, 64, 64), (257, 96, 33), (33, 544, 65),
-          (300, 1024, 100)]
+SHAPES = [(1, 32, 1), (7, 2, 31), (7, 32, 31), (64, 40, 64), (64, 64, 64), (257, 96, 33),
+          (33, 544, 65), (256, 784, 70), (300, 1024, 100), (40, 1030, 50)]
 
 
 @needs_amx
@@ -93,7 +94,7 @@ def test_batched_products_read_each_entry():
 
 @needs_amx
 def test_odd_contractions_keep_the_float32_gemm():
-    a, b = _bf16(16, 40), _bf16(40, 16)      # k = 40: not whole tile steps
+    a, b = _bf16(16, 41), _bf16(41, 16)      # k = 41: the last pair would reach past k
     _check_f32(lambda x, y: (x.float() if isinstance(x, Tensor) else x) @
                (y.float() if isinstance(y, Tensor) else y), a, b, expect_amx=False)
 

@@ -19,8 +19,9 @@ Packing, in words: A's slivers of 32 rows are stored row by row (a tile row is 1
 one matrix row), B's slivers of 32 columns pair by pair (a tile row is one pair step of 16
 columns, AMX's layout for B). Where a pair lies in memory as one word (A stored plainly, B
 stored transposed) the routines copy words; elsewhere they interleave two stored rows, 2q
-and 2q + 1. Only products whose k is a multiple of 32 take this path, so every tile step is
-whole and no pair reaches past the contraction.
+and 2q + 1. Only products with an even k take this path, so no pair reaches past the
+contraction; a k-slice whose pairs are not a multiple of 16 ends with narrower A tiles and
+shorter B tiles (AMX's tile shapes are set at run time).
 """
 from __future__ import annotations
 
@@ -60,11 +61,13 @@ AMX = AmxType()
 
 @functools.cache
 def host_has_pairs() -> bool:
-    """Whether bfloat16 products run on AMX here: the CPU has AMX-BF16 and the kernel lets
-    this process use its tile registers (Linux asks each process to request them once;
-    the request is made here, the first time a program could use them)."""
+    """Whether bfloat16 products run on AMX here: the CPU has AMX-BF16 (and AVX512_BF16)
+    and the kernel lets this process use its tile registers (Linux asks each process to
+    request them once; the request is made here, the first time a program could use
+    them)."""
     flags = target.features().split(",")
-    if "+amx-bf16" not in flags or "+amx-tile" not in flags or target.vector_bits() != 512:
+    needed = ("+amx-bf16", "+amx-tile", "+avx512bf16")   # the last: a k-slice's last pairs
+    if any(f not in flags for f in needed) or target.vector_bits() != 512:
         return False
     if not sys.platform.startswith("linux"):
         return False
@@ -76,13 +79,13 @@ def host_has_pairs() -> bool:
 
 
 def pairs_fit(d: GemmDims) -> bool:
-    """Whether a product of bfloat16 operands with BLAS view `d` runs over pairs: k a
-    multiple of 32 (whole tile steps), and every pair of an operand stored along k on a
-    32-bit boundary (even leading dimensions and batch strides)."""
+    """Whether a product of bfloat16 operands with BLAS view `d` runs over pairs: an even
+    k (no pair reaches past the contraction), and every pair of an operand stored along k
+    on a 32-bit boundary (even leading dimensions and batch strides)."""
     along_k = [view.ld for view, contiguous in ((d.lhs, not d.lhs.trans),
                                                 (d.rhs, d.rhs.trans)) if contiguous]
     strides = [*d.lhs.batch_strides, *d.rhs.batch_strides]
-    return d.k % (2 * TILE_PAIRS) == 0 and all(v % 2 == 0 for v in [*along_k, *strides])
+    return d.k % 2 == 0 and all(v % 2 == 0 for v in [*along_k, *strides])
 
 
 def pair_sizes(d: GemmDims) -> tuple[int, int, int, tuple[int, ...], tuple[int, ...]]:
@@ -98,20 +101,14 @@ def pair_sizes(d: GemmDims) -> tuple[int, int, int, tuple[int, ...], tuple[int, 
 def tile_products(b: ir.IRBuilder, kc: ir.Value, slivers: tuple[ir.Value, ir.Value],
                   scratch: ir.Value, lanes: int) -> list[list[ir.Value]]:
     """The 32 x 32 sums of one A sliver (32 rows x kc pairs, row by row) times one B sliver
-    (kc pairs x 32 columns) as 32 rows of two float32 vectors, through four AMX tiles
-    (stored to `scratch`, 32 x 32 floats, and loaded back as vectors)."""
-    module = b.module
-    load = _libc(module, "llvm.x86.tileloadd64.internal", AMX, [I16, I16, I8P, I64])
-    dot = _libc(module, "llvm.x86.tdpbf16ps.internal", AMX, [I16, I16, I16, AMX, AMX, AMX])
-    store = _libc(module, "llvm.x86.tilestored64.internal", ir.VoidType(),
-                  [I16, I16, I8P, I64, AMX])
-    zero = _libc(module, "llvm.x86.tilezero.internal", AMX, [I16, I16])
-    rows, row_bytes = ir.Constant(I16, 16), ir.Constant(I16, 64)
-    a, bp = slivers
-    fn = b.function
-    before = b.block
+    (kc pairs x 32 columns) as 32 rows of two float32 vectors: steps of 16 pairs through
+    four AMX tiles (stored to `scratch`, 32 x 32 floats, and loaded back as vectors), then
+    the pairs left (kc mod 16) with `vdpbf16ps` on the vectors (tiles of other shapes
+    would need registers of their own: AMX has 8)."""
+    zero = _libc(b.module, "llvm.x86.tilezero.internal", AMX, [I16, I16])
+    fn, before = b.function, b.block
     head, body, done = (fn.append_basic_block(f"t.{s}") for s in ("head", "body", "done"))
-    initial = [b.call(zero, [rows, row_bytes]) for _ in range(4)]
+    initial = [b.call(zero, [ir.Constant(I16, 16), ir.Constant(I16, 64)]) for _ in range(4)]
     b.branch(head)
     b.position_at_end(head)
     p = b.phi(I64, name="tp")
@@ -119,29 +116,99 @@ def tile_products(b: ir.IRBuilder, kc: ir.Value, slivers: tuple[ir.Value, ir.Val
     sums = [b.phi(AMX, name=f"c{i}") for i in range(4)]
     for phi, value in zip(sums, initial, strict=True):
         phi.add_incoming(value, before)
-    b.cbranch(b.icmp_signed("<", p, kc), body, done)
+    b.cbranch(b.icmp_signed("<=", b.add(p, c64(TILE_PAIRS)), kc), body, done)
     b.position_at_end(body)
-    a_stride = b.mul(kc, c64(4))
-
-    def tile(base: ir.Value, at: ir.Value, stride: ir.Value) -> ir.Value:
-        return b.call(load, [rows, row_bytes, b.bitcast(b.gep(base, [at]), I8P), stride])
-    a_tiles = [tile(a, b.add(p, b.mul(kc, c64(16 * h))), a_stride) for h in (0, 1)]
-    b_at = b.mul(p, c64(32))
-    b_tiles = [tile(bp, b.add(b_at, c64(16 * h)), c64(128)) for h in (0, 1)]
-    new = [b.call(dot, [rows, row_bytes, row_bytes, sums[2 * i + j], a_tiles[i], b_tiles[j]])
-           for i in (0, 1) for j in (0, 1)]
+    new = _tile_step(b, kc, slivers, p, sums)
     p.add_incoming(b.add(p, c64(TILE_PAIRS)), b.block)
     for phi, value in zip(sums, new, strict=True):
         phi.add_incoming(value, b.block)
     b.branch(head)
     b.position_at_end(done)
+    store = _libc(b.module, "llvm.x86.tilestored64.internal", ir.VoidType(),
+                  [I16, I16, I8P, I64, AMX])
     for i in (0, 1):
         for j in (0, 1):
-            at = b.gep(scratch, [c64(16 * 32 * i + 16 * j)])
-            b.call(store, [rows, row_bytes, b.bitcast(at, I8P), c64(128), sums[2 * i + j]])
+            at = b.bitcast(b.gep(scratch, [c64(16 * 32 * i + 16 * j)]), I8P)
+            b.call(store, [ir.Constant(I16, 16), ir.Constant(I16, 64), at, c64(128),
+                           sums[2 * i + j]])
     vp = ir.VectorType(ir.FloatType(), lanes).as_pointer()
-    return [[b.load(b.bitcast(b.gep(scratch, [c64(32 * r + lanes * v)]), vp), align=64)
+    accs = [[b.load(b.bitcast(b.gep(scratch, [c64(32 * r + lanes * v)]), vp), align=64)
              for v in range(32 // lanes)] for r in range(32)]
+    return _vector_tail(b, kc, slivers, p, accs, lanes)
+
+
+def _tile_step(b: ir.IRBuilder, kc: ir.Value, slivers: tuple[ir.Value, ir.Value],
+               p: ir.Value, sums: list[ir.Value]) -> list[ir.Value]:
+    """The four C tiles after 16 more pairs from pair p: A tiles of 16 rows x 16 words, B
+    tiles of 16 pair rows x 16 columns."""
+    module = b.module
+    load = _libc(module, "llvm.x86.tileloadd64.internal", AMX, [I16, I16, I8P, I64])
+    dot = _libc(module, "llvm.x86.tdpbf16ps.internal", AMX, [I16, I16, I16, AMX, AMX, AMX])
+    a, bp = slivers
+    rows, row_bytes = ir.Constant(I16, 16), ir.Constant(I16, 64)
+
+    def tile(base: ir.Value, at: ir.Value, stride: ir.Value) -> ir.Value:
+        return b.call(load, [rows, row_bytes, b.bitcast(b.gep(base, [at]), I8P), stride])
+    a_tiles = [tile(a, b.add(p, b.mul(kc, c64(16 * h))), b.mul(kc, c64(4))) for h in (0, 1)]
+    b_tiles = [tile(bp, b.add(b.mul(p, c64(32)), c64(16 * h)), c64(128)) for h in (0, 1)]
+    return [b.call(dot, [rows, row_bytes, row_bytes, sums[2 * i + j], a_tiles[i],
+                         b_tiles[j]]) for i in (0, 1) for j in (0, 1)]
+
+
+def _vector_tail(b: ir.IRBuilder, kc: ir.Value, slivers: tuple[ir.Value, ir.Value],
+                 start: ir.Value, accs: list[list[ir.Value]], lanes: int
+                 ) -> list[list[ir.Value]]:
+    """`accs` plus pairs [start, kc) with AVX512_BF16's `vdpbf16ps`: per pair, each row's
+    A word broadcast against the B sliver's two vectors of pairs."""
+    vt = ir.VectorType(ir.FloatType(), lanes)
+    pairs_t = ir.VectorType(BFloatType(), 2 * lanes)
+    dot = _libc(b.module, "llvm.x86.avx512bf16.dpbf16ps.512", vt, [vt, pairs_t, pairs_t])
+    a, bp = slivers
+    fn, before = b.function, b.block
+    head, body, done = (fn.append_basic_block(f"v.{s}") for s in ("head", "body", "done"))
+    b.branch(head)
+    b.position_at_end(head)
+    p = b.phi(I64, name="vp")
+    p.add_incoming(start, before)
+    phis = [[b.phi(vt) for _ in row] for row in accs]
+    for row, values in zip(phis, accs, strict=True):
+        for phi, value in zip(row, values, strict=True):
+            phi.add_incoming(value, before)
+    b.cbranch(b.icmp_signed("<", p, kc), body, done)
+    b.position_at_end(body)
+    vp = vt.as_pointer()
+    columns = [b.bitcast(b.load(b.bitcast(b.gep(bp, [b.add(b.mul(p, c64(32)),
+                                                          c64(lanes * v))]), vp), align=4),
+                         pairs_t) for v in range(len(accs[0]))]
+    new = []
+    for r, row in enumerate(phis):
+        word = b.load(b.gep(a, [b.add(b.mul(kc, c64(r)), p)]))
+        splat = b.shuffle_vector(b.insert_element(ir.Constant(vt, ir.Undefined), word,
+                                                  ir.Constant(I32, 0)),
+                                 ir.Constant(vt, ir.Undefined),
+                                 ir.Constant(ir.VectorType(I32, lanes), [0] * lanes))
+        pair = b.bitcast(splat, pairs_t)
+        new.append([b.call(dot, [acc, pair, col]) for acc, col in zip(row, columns)])
+    for row, values in zip(phis, new, strict=True):
+        for phi, value in zip(row, values, strict=True):
+            phi.add_incoming(value, b.block)
+    p.add_incoming(b.add(p, c64(1)), b.block)
+    b.branch(head)
+    b.position_at_end(done)
+    return [list(row) for row in phis]
+
+
+class BFloatType(ir.Type):
+    """LLVM's `bfloat` (llvmlite has no type for it); only bitcast to and from here."""
+
+    def _to_string(self) -> str:
+        return "bfloat"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, BFloatType)
+
+    def __hash__(self) -> int:
+        return hash("bfloat")
 
 
 def render_pair_rows(module: ir.Module, name: str, interleave: bool) -> ir.Function:
