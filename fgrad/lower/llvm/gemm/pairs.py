@@ -43,20 +43,24 @@ TILE_PAIRS = 16    # pairs of k per tile step (a tile row: 64 bytes)
 _ARCH_REQ_XCOMP_PERM, _XFEATURE_XTILEDATA, _SYS_ARCH_PRCTL = 0x1023, 18, 158
 
 
-class AmxType(ir.Type):
-    """LLVM's `x86_amx` (a tile register's value; llvmlite has no type for it)."""
+class NamedType(ir.Type):
+    """An LLVM type that llvmlite has no class for, by its name (`x86_amx`: a tile
+    register's value; `bfloat`): only passed to intrinsics and bitcast here."""
+
+    def __init__(self, name: str):
+        self.name = name
 
     def _to_string(self) -> str:
-        return "x86_amx"
+        return self.name
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, AmxType)
+        return isinstance(other, NamedType) and other.name == self.name
 
     def __hash__(self) -> int:
-        return hash("x86_amx")
+        return hash(self.name)
 
 
-AMX = AmxType()
+AMX, BFLOAT = NamedType("x86_amx"), NamedType("bfloat")
 
 
 @functools.cache
@@ -161,7 +165,7 @@ def _vector_tail(b: ir.IRBuilder, kc: ir.Value, slivers: tuple[ir.Value, ir.Valu
     """`accs` plus pairs [start, kc) with AVX512_BF16's `vdpbf16ps`: per pair, each row's
     A word broadcast against the B sliver's two vectors of pairs."""
     vt = ir.VectorType(ir.FloatType(), lanes)
-    pairs_t = ir.VectorType(BFloatType(), 2 * lanes)
+    pairs_t = ir.VectorType(BFLOAT, 2 * lanes)
     dot = _libc(b.module, "llvm.x86.avx512bf16.dpbf16ps.512", vt, [vt, pairs_t, pairs_t])
     a, bp = slivers
     fn, before = b.function, b.block
@@ -196,19 +200,6 @@ def _vector_tail(b: ir.IRBuilder, kc: ir.Value, slivers: tuple[ir.Value, ir.Valu
     b.branch(head)
     b.position_at_end(done)
     return [list(row) for row in phis]
-
-
-class BFloatType(ir.Type):
-    """LLVM's `bfloat` (llvmlite has no type for it); only bitcast to and from here."""
-
-    def _to_string(self) -> str:
-        return "bfloat"
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, BFloatType)
-
-    def __hash__(self) -> int:
-        return hash("bfloat")
 
 
 def render_pair_rows(module: ir.Module, name: str, interleave: bool) -> ir.Function:
