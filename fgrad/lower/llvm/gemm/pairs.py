@@ -202,18 +202,24 @@ def _vector_tail(b: ir.IRBuilder, kc: ir.Value, slivers: tuple[ir.Value, ir.Valu
     return [list(row) for row in phis]
 
 
+def _pack_function(module: ir.Module, name: str) -> tuple[ir.Function, ir.IRBuilder]:
+    """A packing routine `name(dest, base, i64 ld, i64 first, i64 limit, i64 q0, i64 kc)`
+    (the pointers typed as the driver declares them) and a builder at its entry."""
+    ptr = ir.FloatType().as_pointer()
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [ptr, ptr, *[I64] * 5]),
+                     name=name)
+    fn.args[0].add_attribute("noalias")
+    return fn, ir.IRBuilder(fn.append_basic_block("entry"))
+
+
 def render_pair_rows(module: ir.Module, name: str, interleave: bool) -> ir.Function:
     """`name(i32* dest, base, i64 ld, i64 first, i64 limit, i64 q0, i64 kc)`: A's slivers
     of 32 rows, row by row: dest[t][i][p] = the pair (k = 2(q0 + p), + 1) of row
     first + 32t + i, zero past `limit`. A stored plainly (`interleave` False): base holds
     words, row r's pair q at r * ld + q; transposed: base holds bfloat16 values, k rows of
     ld, the pair (S[2q, r], S[2q + 1, r])."""
-    ptr = ir.FloatType().as_pointer()
-    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [ptr, ptr, I64, I64, I64, I64,
-                                                              I64]), name=name)
+    fn, b = _pack_function(module, name)
     dest_f, base_f, ld, first, limit, q0, kc = fn.args
-    dest_f.add_attribute("noalias")
-    b = ir.IRBuilder(fn.append_basic_block("entry"))
     dest = b.bitcast(dest_f, I32.as_pointer())
     count = b.sdiv(b.add(b.sub(limit, first), c64(31)), c64(32))
     vec = ir.VectorType(I32, TILE_PAIRS)
@@ -260,12 +266,8 @@ def render_pair_interleave(module: ir.Module, name: str, width: int) -> ir.Funct
     dest[t][p][w] = (S[2(q0 + p), c], S[2(q0 + p) + 1, c]) for c = first + t * width + w,
     zero past `limit` (gemm/pack.py's layout, pairs for elements). A whole sliver's step is
     two vector loads and one interleaving shuffle."""
-    ptr = ir.FloatType().as_pointer()
-    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [ptr, ptr, I64, I64, I64, I64,
-                                                              I64]), name=name)
+    fn, b = _pack_function(module, name)
     dest_f, base_f, ld, first, limit, q0, kc = fn.args
-    dest_f.add_attribute("noalias")
-    b = ir.IRBuilder(fn.append_basic_block("entry"))
     dest, base = b.bitcast(dest_f, I32.as_pointer()), b.bitcast(base_f, I16.as_pointer())
     count = b.sdiv(b.add(b.sub(limit, first), c64(width - 1)), c64(width))
 
