@@ -22,9 +22,9 @@ rows of whole lines, `f` has no transcendental, a few dozen ops at most and only
 contiguous along `i` (or constant in it; none by quotient or remainder of `i`), the kernel
 never reads `out` (except a row that an earlier phase wrote and the last phase rereads,
 as softmax's exps: the renderer then stages that row on the stack, `scratch_row`), its
-elements have at least 2 bytes, and it has at least `STREAM_MIN_BYTES`. The llvm renderer (`render.py`) writes the aligned middle of that loop
-with non-temporal vector stores, and its unaligned ends (and any call whose output is not
-64-byte aligned) with ordinary ones.
+elements have at least 2 bytes, and it has at least `STREAM_MIN_BYTES`. The llvm renderer
+(`render.py`) writes the aligned middle of that loop with non-temporal vector stores, and
+its unaligned ends (and any call whose output is not 64-byte aligned) with ordinary ones.
 Measured on this VM (2 cores, 32 MiB L3): `x + 1` on 2^24 float32 5.9-6.1 -> 3.9-4.1 ms,
 layernorm of 4096x4096 7.7-8.0 -> 6.9-7.7 ms (docs/performance.md).
 """

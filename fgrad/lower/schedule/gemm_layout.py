@@ -323,7 +323,7 @@ def _cancel_transpose_pairs(jaxpr: Jaxpr) -> Jaxpr:
 
 
 # The param of a float32 dot_general whose operands are bfloat16 arrays, multiplied in pairs
-# of k steps by the backend (llvm on AVX512_BF16: gemm/pairs.py).
+# of k steps by the backend (llvm on AMX: gemm/pairs.py).
 PAIRS_PARAM = "bf16_pairs"
 
 

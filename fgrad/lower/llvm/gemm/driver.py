@@ -14,9 +14,10 @@ that reads the sizes from `dims` (layout: `DIMS`, then the batch sizes and both 
 batch strides). A call site only copies its sizes (from a constant table) and calls it: a
 module of a few calls that compiles in milliseconds, where a driver specialized to constant
 sizes took ~30 ms of LLVM's time per product (W9 has 19). bfloat16 products over pairs of
-k steps (gemm/pairs.py) have a driver of their own, the same code around AMX routines. A fused epilogue kernel that runs on row ranges is
-called through a small thunk `void thunk(i8** buffers, i64 lo, i64 hi)` that the wrapper
-defines; one without a row range runs once after the driver.
+k steps (gemm/pairs.py) have a driver of their own, the same code around AMX routines. A
+fused epilogue kernel that runs on row ranges is called through a small thunk
+`void thunk(i8** buffers, i64 lo, i64 hi)` that the wrapper defines; one without a row
+range runs once after the driver.
 """
 from __future__ import annotations
 
