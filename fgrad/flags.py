@@ -112,6 +112,13 @@ def gemm_library() -> str:
     return os.environ.get("FGRAD_GEMM", "native").strip().lower()
 
 
+@_overridable("amx")
+def amx() -> bool:
+    """Whether bfloat16 products may run on AMX tiles where the CPU has them (llvm; AMX
+    treats subnormal bfloat16 values as zero). FGRAD_AMX=0 keeps the float32 GEMM."""
+    return _env_flag("FGRAD_AMX", "1")
+
+
 @_overridable("backend")
 def default_backend() -> str:
     """The jit backend used when `backend=None`."""

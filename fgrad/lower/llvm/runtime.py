@@ -367,8 +367,8 @@ def plan(jaxpr: Jaxpr, call_per_segment: bool = False, prefetch: bool = False) -
                             epilogue_ok=epilogue_fits if native else None,
                             in_registers=in_registers if native else None,
                             implicit_gemm=uses_native_gemm if native else None,
-                            pair_products=pairs_product if native and host_has_pairs()
-                            else None,
+                            pair_products=pairs_product
+                            if native and flags.amx() and host_has_pairs() else None,
                             on_final_kernel=_prefetch_kernel if prefetch else lambda k: None)
 
 
@@ -380,10 +380,10 @@ def compile_llvm(jaxpr: Jaxpr) -> LLVMExecutable:
     """The `llvm` backend compiler registered in fgrad.transforms.executables: the program
     loaded whole from the disk cache when a previous process stored it (no scheduling, no
     kernel building: `_load_program`), else planned and built, then stored."""
-    key = program_key(jaxpr, _toolchain_and_host(), flags.gemm_library(),
-                      tunables(_PLANNING_MODULES))
+    key = program_key(jaxpr, _toolchain_and_host(),
+                      f"{flags.gemm_library()} amx={flags.amx()}", tunables(_PLANNING_MODULES))
     pool.prefetch()
-    if _has_bfloat16(jaxpr):
+    if flags.amx() and _has_bfloat16(jaxpr):
         host_has_pairs()   # AMX needs this process's permission, also for a stored program
     exe = _load_program(key, jaxpr) if key is not None else None
     if exe is None:

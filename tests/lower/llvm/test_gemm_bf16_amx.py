@@ -133,3 +133,10 @@ def test_gradients_of_a_bfloat16_layer_match_numpy():
     mask = (_exact(x) @ _exact(w)) > 0
     want = _exact(x).T @ mask.astype(np.float64)
     np.testing.assert_allclose(gw.astype(np.float64), want, rtol=2 ** -7, atol=1e-2)
+
+
+def test_the_amx_setting_keeps_the_float32_gemm():
+    a, b = _bf16(64, 64), _bf16(64, 48)
+    with fgrad.config.override(amx=False):
+        _check_f32(lambda x, y: (x.float() if isinstance(x, Tensor) else x) @
+                   (y.float() if isinstance(y, Tensor) else y), a, b, expect_amx=False)
