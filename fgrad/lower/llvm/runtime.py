@@ -367,8 +367,8 @@ def plan(jaxpr: Jaxpr, call_per_segment: bool = False, prefetch: bool = False) -
                             epilogue_ok=epilogue_fits if native else None,
                             in_registers=in_registers if native else None,
                             implicit_gemm=uses_native_gemm if native else None,
-                            pair_products=pairs_product
-                            if native and flags.amx() and host_has_pairs() else None,
+                            pair_products=pairs_product if native and _amx_for(jaxpr)
+                            else None,
                             on_final_kernel=_prefetch_kernel if prefetch else lambda k: None)
 
 
@@ -383,8 +383,7 @@ def compile_llvm(jaxpr: Jaxpr) -> LLVMExecutable:
     key = program_key(jaxpr, _toolchain_and_host(),
                       f"{flags.gemm_library()} amx={flags.amx()}", tunables(_PLANNING_MODULES))
     pool.prefetch()
-    if flags.amx() and _has_bfloat16(jaxpr):
-        host_has_pairs()   # AMX needs this process's permission, also for a stored program
+    _amx_for(jaxpr)   # AMX needs this process's permission, also for a stored program
     exe = _load_program(key, jaxpr) if key is not None else None
     if exe is None:
         with llvm_target.quick_thread_switches():
@@ -395,10 +394,13 @@ def compile_llvm(jaxpr: Jaxpr) -> LLVMExecutable:
     return exe
 
 
-def _has_bfloat16(jaxpr: Jaxpr) -> bool:
-    """Whether any value of `jaxpr` is bfloat16 (its products may run on AMX)."""
-    return any(v.aval.dtype == dtypes.bfloat16 for e in jaxpr.eqns for v in e.outvars) \
+def _amx_for(jaxpr: Jaxpr) -> bool:
+    """Whether `jaxpr`'s bfloat16 products may run on AMX: it holds bfloat16 values, the
+    `amx` setting is on and the host grants the tiles (asked here, once per process, only
+    for such a program)."""
+    bf16 = any(v.aval.dtype == dtypes.bfloat16 for e in jaxpr.eqns for v in e.outvars) \
         or any(v.aval.dtype == dtypes.bfloat16 for v in jaxpr.invars)
+    return bf16 and flags.amx() and host_has_pairs()
 
 
 def _prefetch_routines(jaxpr: Jaxpr) -> None:
