@@ -16,6 +16,8 @@ from typing import Callable
 from llvmlite import ir
 
 from fgrad.core.dtypes import DType, dtypes
+from fgrad.lower.kernel.build import identity
+from fgrad.lower.kernel.ir import AccInit
 from fgrad.lower.llvm import vmath as llvm_math
 
 I1, I8, I16, I32, I64 = (ir.IntType(1), ir.IntType(8), ir.IntType(16), ir.IntType(32),
@@ -410,3 +412,29 @@ OPS: dict[str, Rule] = {
     "gt": _compare(">"), "ge": _compare(">="), "safe_mul": _safe_mul, "select": _select,
     "convert_element_type": _convert, "bitcast_convert_type": _bitcast,
 }
+
+
+# ------------------------------------------------------------------ accumulators
+
+
+def nan_key(acc: int) -> int:
+    """The slot key of the NaN flag of float max/min accumulator `acc` (acc keys are >= 0).
+    Such an accumulator runs `maxnum`/`minnum` (one instruction, a reduction LLVM
+    vectorizes) and a flag ORs in every NaN it meets; reading it gives NaN when the flag
+    is set, so it propagates NaN as `llvm.maximum` did (6 instructions per vector)."""
+    return -1 - acc
+
+
+def acc_slots(init: AccInit) -> list[tuple[int, ir.Type]]:
+    """(key, type) of the slots accumulator `init.acc` needs (`nan_key`)."""
+    slots = [(init.acc, reg_type(init.dtype))]
+    if init.op in ("max", "min") and init.dtype.is_float:
+        slots.append((nan_key(init.acc), I1))
+    return slots
+
+
+def acc_initial(init: AccInit) -> list[tuple[int, ir.Value]]:
+    """(key, starting value) of each of `acc_slots(init)`."""
+    return [(key, ir.Constant(I1, 0) if key < 0 else const(init.dtype,
+                                                          identity(init.op, init.dtype)))
+            for key, _ in acc_slots(init)]

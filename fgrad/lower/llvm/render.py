@@ -22,7 +22,6 @@ from llvmlite import ir
 from fgrad.core.dtypes import dtypes
 from fgrad.core.ir import Eqn
 from fgrad.lower.kernel.index import Clamp, Div, Dyn, Ix, Mod, Sym
-from fgrad.lower.kernel.build import identity
 from fgrad.lower.kernel.streaming import (LINE_BYTES, line_elements, scratch_row,
                                           streamed_outputs, streamed_store)
 from fgrad.lower.kernel.row_pipeline import RowPipeline, row_pipeline
@@ -35,7 +34,8 @@ from fgrad.lower.kernel.ir import (AccInit, AccRead, AccUpdate, Const, Expr, Ind
 from fgrad.lower.llvm.gemm.prepack import prepack_plan
 from fgrad.lower.llvm.blas import library_chunking, render_library_call
 from fgrad.lower.llvm import vmath as llvm_math
-from fgrad.lower.llvm.ops import I1, I64, OPS, Emitter, const, mem_type, reg_type
+from fgrad.lower.llvm.ops import (I1, I64, OPS, Emitter, acc_initial, acc_slots, const,
+                                  mem_type, nan_key, reg_type)
 from fgrad.lower.llvm.threads import (Call, chunking, emit_calls, entry_names, plan_parts,
                                       render_entry, render_part, split_extent)
 
@@ -243,8 +243,8 @@ class _KernelRenderer:
             self.scoped(lambda: self.stmts((*plan.inits, plan.first)))
         with b.goto_entry_block():
             b.position_at_start(self.fn.entry_basic_block)
-            ahead = {t.acc: b.alloca(reg_type(t.dtype), name=f"acc{t.acc}.next")
-                     for t in plan.inits}
+            ahead = {key: b.alloca(ty, name=f"acc{key}.next") for t in plan.inits
+                     for key, ty in acc_slots(t)}
 
         def next_row_phase(row: ir.Value) -> None:
             kept = (self.values, self.indices, dict(self.accs), dict(self.syms))
@@ -259,11 +259,12 @@ class _KernelRenderer:
             after = b.add(i, _i64(1), flags=NSW)
             following = b.select(b.icmp_signed("<", after, hi), after, i)
             for init in plan.inits:
-                b.store(const(init.dtype, identity(init.op, init.dtype)), ahead[init.acc])
+                for key, value in acc_initial(init):
+                    b.store(value, ahead[key])
             self.rider = (plan.carrier, lambda: next_row_phase(following))
             self.stmts(plan.rest)
-            for init in plan.inits:
-                b.store(b.load(ahead[init.acc]), self.accs[init.acc])
+            for key in ahead:
+                b.store(b.load(ahead[key]), self.accs[key])
             self.rider = None
         self.scoped(lambda: self.counted(s.sym.name, lo, hi, s, row))
 
@@ -351,13 +352,24 @@ class _KernelRenderer:
         if s.acc not in self.accs:
             with self.b.goto_entry_block():
                 self.b.position_at_start(self.fn.entry_basic_block)
-                self.accs[s.acc] = self.b.alloca(reg_type(s.dtype), name=f"acc{s.acc}")
-        self.b.store(const(s.dtype, identity(s.op, s.dtype)), self.accs[s.acc])
+                for key, ty in acc_slots(s):
+                    self.accs[key] = self.b.alloca(ty, name=f"acc{key}")
+        for key, value in acc_initial(s):
+            self.b.store(value, self.accs[key])
 
     def acc_update(self, s: AccUpdate) -> None:
         x = self.value(s.value)
         slot = self.accs[s.acc]
         old = self.b.load(slot)
+        if nan_key(s.acc) in self.accs:   # a float max/min: maxnum, NaNs counted apart
+            seen = self.accs[nan_key(s.acc)]
+            name = "llvm.maxnum" if s.op == "max" else "llvm.minnum"
+            fn = self.fn.module.declare_intrinsic(name, [x.type],
+                                                  ir.FunctionType(x.type, [x.type, x.type]))
+            self.b.store(self.b.call(fn, [old, x], fastmath=("nnan", "nsz")), slot)
+            self.b.store(self.b.or_(self.b.load(seen), self.b.fcmp_unordered("uno", x, x)),
+                         seen)
+            return
         if s.op in ("add", "mul") and s.value.dtype.is_float:
             fn = self.b.fadd if s.op == "add" else self.b.fmul
             new = fn(old, x, flags=("reassoc",))
@@ -371,7 +383,11 @@ class _KernelRenderer:
         if isinstance(e, Const):
             return const(e.dtype, e.value)
         if isinstance(e, AccRead):
-            return self.b.load(self.accs[e.acc])
+            held = self.b.load(self.accs[e.acc])
+            if nan_key(e.acc) not in self.accs:
+                return held
+            nan = ir.Constant(held.type, float("nan"))
+            return self.b.select(self.b.load(self.accs[nan_key(e.acc)]), nan, held)
         if id(e) not in self.values:
             self.values[id(e)] = self.compute(e)
         return self.values[id(e)]

@@ -298,3 +298,26 @@ def test_softmax_rows_with_a_finite_maximum_take_the_one_step_exp(monkeypatch: A
     for name, atol in (("softmax", 1e-30), ("log_softmax", 1e-6)):   # float32's rounding
         np.testing.assert_allclose(got[name], want[name], rtol=1e-5, atol=atol,
                                    equal_nan=True, err_msg=name)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_float_max_and_min_reductions_propagate_nan_through_maxnum(dtype: type) -> None:
+    """A float max/min accumulator runs `llvm.maxnum`/`minnum` with a NaN flag beside it
+    (render.py, ops.py `nan_key`): the reduction vectorizes as a plain max, and a NaN
+    anywhere in a row (first, middle, last, several) still makes the row's result NaN;
+    rows of inf and -inf keep them. Against NumPy, over rows, columns and everything, and
+    through softmax's pipelined rows."""
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((33, 300)).astype(dtype)
+    x[0, 0], x[1, 150], x[2, 299], x[3, ::7] = np.nan, np.nan, np.nan, np.nan
+    x[4, :], x[5, :], x[6, 3], x[7, 9] = np.inf, -np.inf, np.inf, -np.inf
+    for fn, ref in ((lambda t: t.max(-1), lambda a: a.max(-1)),
+                    (lambda t: t.min(-1), lambda a: a.min(-1)),
+                    (lambda t: t.max(0), lambda a: a.max(0)),
+                    (lambda t: t.min(), lambda a: a.min()),
+                    (lambda t: t.max(), lambda a: a.max())):
+        np.testing.assert_array_equal(fgrad.jit(fn)(Tensor(x)).numpy(), ref(x))
+    text = fgrad.jit(lambda t: t.max(-1)).lower(Tensor(x)).as_text()
+    assert "llvm.maxnum" in text and "llvm.maximum" not in text, text
+    got = fgrad.jit(lambda t: t.softmax(-1))(Tensor(x)).numpy()
+    assert np.isnan(got[:4]).all() and not np.isnan(got[8:]).any()
