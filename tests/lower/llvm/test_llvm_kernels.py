@@ -321,3 +321,21 @@ def test_float_max_and_min_reductions_propagate_nan_through_maxnum(dtype: type) 
     assert "llvm.maxnum" in text and "llvm.maximum" not in text, text
     got = fgrad.jit(lambda t: t.softmax(-1))(Tensor(x)).numpy()
     assert np.isnan(got[:4]).all() and not np.isnan(got[8:]).any()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_exp_scaled_by_ldexp_keeps_the_two_step_bits(monkeypatch: Any, dtype: type) -> None:
+    """On AVX-512 exp scales by 2^n with one `llvm.ldexp` (vscalefps) instead of two exact
+    multiplies (vmath `_scale`): the same bits, overflow, denormal results and NaN
+    included (elsewhere both builds take the two-step form)."""
+    from fgrad.lower.llvm import vmath
+    rng = np.random.default_rng(9)
+    x = np.concatenate([rng.uniform(-760, 720, 50000), rng.standard_normal(5000),
+                        [0.0, -0.0, np.inf, -np.inf, np.nan, 88.72, -103.9, -745.1]])
+    x = x.astype(dtype)
+    with np.errstate(all="ignore"):
+        fast = fgrad.jit(lambda t: t.exp())(Tensor(x)).numpy()
+        monkeypatch.setattr(vmath, "_ldexp", lambda em, y, n: None)
+        two_step = fgrad.jit(lambda t: t.exp() + 0)(Tensor(x)).numpy()
+    bits = np.int64 if dtype == np.float64 else np.int32
+    np.testing.assert_array_equal(fast.view(bits), two_step.view(bits))
