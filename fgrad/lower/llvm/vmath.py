@@ -9,9 +9,8 @@ e^r - 1 = r + r^2 * P(r) (float: P of degree 4, a Chebyshev fit made with mpmath
 under 1e-8 before rounding; double: Taylor to degree 13), and a two-step scale by 2^n so
 results that underflow to denormals or overflow to inf round correctly (on AVX-512 one
 `llvm.ldexp`, `vscalefps`, with the same bits: plain exp of 2^16 float32 25 -> 21 us). n is
-rounded with
-the add-a-shifter trick, not `roundeven` + `fptosi` (`_reduce`): no poison for a NaN, so no
-NaN select at the end. Where the argument is known to be <= 0 (`kernel/signs.py`: exp(-x*x),
+rounded with the add-a-shifter trick, not `roundeven` + `fptosi` (`_reduce`): no poison for
+a NaN, so no NaN select at the end. Where the argument is known to be <= 0 (`kernel/signs.py`: exp(-x*x),
 the logistic's exp(-|x|)), `exp_nonpositive` scales in one step. tanh(x) =
 copysign(-t / (2 + t), x) with t = expm1(-2|x|) for |x| clamped where tanh rounds to 1, so
 its expm1 needs no clamps and no two-step scale. All within 3 ulp (tests); NaN propagates,
