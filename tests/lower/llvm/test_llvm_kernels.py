@@ -339,3 +339,28 @@ def test_exp_scaled_by_ldexp_keeps_the_two_step_bits(monkeypatch: Any, dtype: ty
         two_step = fgrad.jit(lambda t: t.exp() + 0)(Tensor(x)).numpy()
     bits = np.int64 if dtype == np.float64 else np.int32
     np.testing.assert_array_equal(fast.view(bits), two_step.view(bits))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_exp_below_its_range_is_zero_without_underflowing(dtype: type) -> None:
+    """exp of arguments below its range (exp(-x*x) of large x, a causal softmax's -inf
+    entries) is +0, computed from a point whose scale is +0 (vmath `exp_nonpositive`) or
+    selected (`exp`), not from a product that underflows; values just inside the range
+    still round to denormals. Against NumPy."""
+    lo = -104.0 if dtype == np.float32 else -746.0
+    x = np.concatenate([np.linspace(2 * lo, lo - 1e-3, 4001), np.linspace(lo, lo + 20, 4001),
+                        [-np.inf, np.nan, 0.0]]).astype(dtype)
+    wide = x.astype(np.float64)
+    with np.errstate(all="ignore"):
+        cases = ((lambda t: t.exp(), np.exp(wide)),
+                 (lambda t: (-(t * t)).exp(), np.exp(-(wide * wide))))
+        for fn, ref in cases:
+            got = fgrad.jit(fn)(Tensor(x)).numpy()
+            np.testing.assert_array_max_ulp(got, ref.astype(dtype), maxulp=3)
+            assert not np.signbit(got[~np.isnan(got)]).any()
+    scores = np.random.default_rng(3).standard_normal((64, 64)).astype(dtype)
+    scores[np.triu_indices(64, 1)] = -np.inf
+    probs = fgrad.jit(lambda t: t.softmax(-1))(Tensor(scores)).numpy()
+    e = np.exp(scores - scores.max(-1, keepdims=True))
+    np.testing.assert_allclose(probs, e / e.sum(-1, keepdims=True), rtol=1e-5, atol=0)
+    assert (probs[np.triu_indices(64, 1)] == 0).all()
