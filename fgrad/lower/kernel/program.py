@@ -19,6 +19,7 @@ from typing import Callable, cast
 from fgrad.core.ir import Atom, Eqn, Jaxpr, Var
 from fgrad.lower.schedule.cse import cse
 from fgrad.lower.schedule.expand import expand
+from fgrad.lower.schedule.gemm_layout import GemmTile
 from fgrad.lower.kernel.build import build_kernel
 from fgrad.lower.kernel.ir import Kernel
 from fgrad.lower.schedule.partition import (GemmStep, HostStep, KernelStep, LinalgStep,
@@ -156,6 +157,7 @@ def plan(jaxpr: Jaxpr, half_native: bool = True, native_linalg: bool = True,
          in_registers: RegisterTest | None = None,
          implicit_gemm: Callable[[Eqn], bool] | None = None,
          pair_products: Callable[[Eqn], bool] | None = None,
+         gemm_tile: GemmTile | None = None,
          on_final_kernel: Callable[[Kernel], None] = lambda kernel: None) -> Program:
     """Schedule `jaxpr`, build every kernel, group consecutive kernels into segments.
     `half_native`: whether float16 may be computed in kernels (else host steps);
@@ -168,12 +170,13 @@ def plan(jaxpr: Jaxpr, half_native: bool = True, native_linalg: bool = True,
     only they read needs no buffer (`Program.unstored`); `implicit_gemm`: which products
     of conv_patches the backend's GEMM computes from the image (schedule/fuse_patches.py);
     `pair_products`: which products of bfloat16 arrays it multiplies in pairs
-    (schedule/gemm_layout.py `pack_gemm_operands`);
+    (schedule/gemm_layout.py `pack_gemm_operands`); `gemm_tile`: its GEMM's (MR, NR) tile
+    by element size, so that a product narrower than it is computed swapped (same place);
     `on_final_kernel(kernel)` runs as soon as a kernel is built that planning will not change
     (one that cannot become a gemm's epilogue), e.g. to start compiling it."""
     source, jaxpr = jaxpr, cse(expand(jaxpr, native_linalg, implicit_gemm))
     sched = schedule(jaxpr, half_native, native_linalg, source=source,
-                     pair_products=pair_products)
+                     pair_products=pair_products, gemm_tile=gemm_tile)
     names = sched.names
     kernels: list[Kernel] = []
     kernel_params: dict[int, list[Var]] = {}

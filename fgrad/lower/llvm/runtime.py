@@ -42,7 +42,8 @@ from fgrad.lower.kernel import program as program_lib
 from fgrad.lower.llvm.dispatch import ArenaCall, LeanCall, address_of, as_c, new_output
 from fgrad.lower.llvm.gemm.driver import routine_parts, routine_text, routine_texts
 from fgrad.lower.llvm.gemm.epilogue import in_registers, register_note
-from fgrad.lower.llvm.gemm.native import epilogue_fits, routine_dtypes, uses_native_gemm
+from fgrad.lower.llvm.gemm.native import (epilogue_fits, routine_dtypes, tile_shape,
+                                          uses_native_gemm)
 from fgrad.lower.llvm.gemm.pairs import host_has_pairs, pairs_product
 from fgrad.lower.llvm.buffer_pool import POOL, exclusively_owned
 from fgrad.lower.schedule.control_flow import CONTROL_FLOW, HostRows, run_control
@@ -369,7 +370,13 @@ def plan(jaxpr: Jaxpr, call_per_segment: bool = False, prefetch: bool = False) -
                             implicit_gemm=uses_native_gemm if native else None,
                             pair_products=pairs_product if native and _amx_for(jaxpr)
                             else None,
+                            gemm_tile=_tile_rows_cols if native else None,
                             on_final_kernel=_prefetch_kernel if prefetch else lambda k: None)
+
+
+def _tile_rows_cols(dtype_bytes: int) -> tuple[int, int]:
+    """The native GEMM's (MR, NR) tile for elements of `dtype_bytes`."""
+    return tile_shape(dtype_bytes)[:2]
 
 
 def _prefetch_kernel(kernel: Kernel) -> None:

@@ -322,6 +322,47 @@ def _cancel_transpose_pairs(jaxpr: Jaxpr) -> Jaxpr:
     return Jaxpr(jaxpr.constvars, jaxpr.invars, eqns, jaxpr.outvars)
 
 
+GemmTile = Callable[[int], tuple[int, int]]   # element bytes -> the GEMM's (MR, NR) tile
+# Padded work the swapped product must save, as a factor: it also pays a transposed copy of
+# its output and gives up a fused epilogue (relu(x @ w + b) with 16 columns stays one call)
+NARROW_GAIN = 2.0
+
+
+def _padded_work(m: int, n: int, tile: tuple[int, int]) -> float:
+    """The work of an m x n product in whole MR x NR tiles, per useful element (a tile of
+    at most MR / 2 rows runs at half height: llvm's micro-kernel)."""
+    mr, nr = tile
+    rows = mr // 2 if 2 * m <= mr else -(-m // mr) * mr
+    return rows * -(-n // nr) * nr / (m * n)
+
+
+def _narrow_swapped(eqn: Eqn, gemm_tile: GemmTile | None) -> tuple[Eqn, Eqn] | None:
+    """A product narrower than the GEMM's tile (n < NR: a classifier's 10 logits, whose
+    256 x 512 x 10 product ran in 32-wide tiles at 28 GFLOP/s) as the swapped product
+    (y^T x^T, m and n exchanged) and the transpose that restores its layout, when whole
+    tiles then waste `NARROW_GAIN` less; else None. A consumer kernel reads the transpose
+    in its loads, a consumer product through its transpose flag."""
+    if gemm_tile is None:
+        return None
+    (xc, yc), (xb, yb) = eqn.params["dimension_numbers"]
+    x, y = eqn.inputs
+    m = math.prod(d for i, d in enumerate(x.aval.shape) if i not in xc and i not in xb)
+    n = math.prod(d for i, d in enumerate(y.aval.shape) if i not in yc and i not in yb)
+    tile = gemm_tile(eqn.outvars[0].aval.dtype.itemsize)
+    if min(m, n) == 0 or n >= tile[1] or \
+            _padded_work(n, m, tile) * NARROW_GAIN > _padded_work(m, n, tile):
+        return None
+    from fgrad.core.prims.movement import transpose_p
+    out, nb, nxf = eqn.outvars[0], len(xb), x.aval.ndim - len(xc) - len(xb)
+    shape = out.aval.shape
+    product = Var(ShapedArray(shape[:nb] + shape[nb + nxf:] + shape[nb:nb + nxf],
+                              out.aval.dtype))
+    swapped = Eqn(eqn.primitive, [y, x], {**eqn.params, "dimension_numbers": ((yc, xc), (yb, xb))},
+                  [product], eqn.source)
+    return swapped, Eqn(transpose_p, [product], {"permutation": _swap_perm(swapped)}, [out],
+                        eqn.source)
+
+
 # The param of a float32 dot_general whose operands are bfloat16 arrays, multiplied in pairs
 # of k steps by the backend (llvm on AMX: gemm/pairs.py).
 PAIRS_PARAM = "bf16_pairs"
@@ -348,14 +389,17 @@ def _fold_bfloat16_operands(eqn: Eqn, producers: dict[int, Eqn],
 
 
 def pack_gemm_operands(jaxpr: Jaxpr,
-                       pair_products: Callable[[Eqn], bool] | None = None) -> Jaxpr:
+                       pair_products: Callable[[Eqn], bool] | None = None,
+                       gemm_tile: GemmTile | None = None) -> Jaxpr:
     """`jaxpr` with every float dot_general readable by BLAS in place: an operand that is a
     transpose is read from the transpose's input (BLAS's transpose flag), any other layout
     BLAS cannot stride through is packed by a new `transpose` equation (a kernel that fuses
     with the operand's producer), and a product whose one use swaps its free axes is
     computed swapped; transpose pairs that cancel are removed first. `pair_products`: which
     products of converted bfloat16 arrays the backend multiplies from the bfloat16 arrays
-    (`_fold_bfloat16_operands`). Returns `jaxpr` itself if nothing changed."""
+    (`_fold_bfloat16_operands`). `gemm_tile`: the backend GEMM's tile, by which a product
+    narrower than it is computed swapped (`_narrow_swapped`). Returns `jaxpr` itself if
+    nothing changed."""
     jaxpr = _cancel_transpose_pairs(jaxpr)
     swapped = _swapped_products(jaxpr)
     dropped = {id(e.outvars[0]) for e in swapped.values()}
@@ -366,11 +410,19 @@ def pack_gemm_operands(jaxpr: Jaxpr,
     for e in jaxpr.eqns:
         if e.primitive.name == "transpose" and id(e.outvars[0]) in dropped:
             continue
-        e = swapped.get(id(e), e)
+        restore = None
+        if id(e) in swapped:
+            e = swapped[id(e)]
+        elif _is_float_dot(e) and (narrow := _narrow_swapped(e, gemm_tile)) is not None:
+            e, restore = narrow
+            producers[id(restore.outvars[0])] = restore
         if _is_float_dot(e):
             e = _pack_dot(e, producers, eqns, packs)
             if pair_products is not None:
                 e = _fold_bfloat16_operands(e, producers, pair_products)
+            if restore is not None:
+                eqns.append(e)
+                e = restore
         elif e.primitive.name == "dot_general" and "rhs_patches" in e.params:
             e = _read_broadcasts(e, producers)
         eqns.append(e)

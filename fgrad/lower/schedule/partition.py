@@ -56,7 +56,7 @@ from fgrad.core.dtypes import NARROW_FLOATS, dtypes
 from fgrad.core.ir import Eqn, Jaxpr, Var, _Names, name_vars
 from fgrad.lower.schedule.control_flow import CONTROL_FLOW
 from fgrad.lower.schedule.gemm_layout import (PAIRS_PARAM, GemmDims, gemm_dims, gemm_reason,
-                                              pack_gemm_operands)
+                                              GemmTile, pack_gemm_operands)
 from fgrad.lower.schedule.row_fusion import row_phase
 
 UNARY = frozenset({
@@ -460,14 +460,15 @@ def build_steps(g: _Graph, realized: set[int]) -> list[Step]:
 
 def schedule(jaxpr: Jaxpr, half_native: bool = True, native_linalg: bool = True,
              source: Jaxpr | None = None,
-             pair_products: Callable[[Eqn], bool] | None = None) -> Schedule:
+             pair_products: Callable[[Eqn], bool] | None = None,
+             gemm_tile: GemmTile | None = None) -> Schedule:
     """Partition `jaxpr` into kernels, gemms, linalg calls and host steps (module
     docstring). The schedule's jaxpr is `jaxpr` after `pack_gemm_operands` (same inputs and
     outputs). `native_linalg`: whether float32/64 linalg calls LAPACK (llvm) or runs on the
     host (opencl). `source`: the jaxpr the user sees printed, when `jaxpr` was rewritten from
     it (expansion, CSE): its values keep the names it prints, new values are named after.
-    `pair_products`: see `pack_gemm_operands`."""
-    g = _Graph(pack_gemm_operands(jaxpr, pair_products), half_native, native_linalg)
+    `pair_products`, `gemm_tile`: see `pack_gemm_operands`."""
+    g = _Graph(pack_gemm_operands(jaxpr, pair_products, gemm_tile), half_native, native_linalg)
     names = jaxpr_names(jaxpr if source is None else source)
     if source is not None and source is not jaxpr:
         name_vars(jaxpr, names)
