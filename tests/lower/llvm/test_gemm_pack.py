@@ -52,18 +52,25 @@ def test_transpose_rows(lanes):
 
 
 def _expected(matrix: np.ndarray, side: str, trans: bool, width: int, first: int,
-              limit: int, k0: int, kc: int) -> np.ndarray:
-    """dest[t][p][w] = operand(first + t*width + w, k0 + p), zero past limit."""
+              limit: int, k0: int, kc: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """dest[t][p][w] = operand(first + t*width + w, k0 + p); past limit (the padding):
+    zero, or where k runs along memory the last row's value at step p (`pack.py`). Returns
+    the expected panel (zero-padded), where the padding is, and the last row's values."""
     operand = matrix.T if trans else matrix          # A as (rows, k); B as (k, cols)
     rows_by_k = operand if side == "a" else operand.T
     count = -(-(limit - first) // width)
     out = np.zeros((count, kc, width), matrix.dtype)
+    padded = np.zeros(out.shape, bool)
+    last = np.zeros(out.shape, matrix.dtype)
     for t in range(count):
         for w in range(width):
             o = first + t * width + w
             if o < limit:
                 out[t, :, w] = rows_by_k[o, k0:k0 + kc]
-    return out.ravel()
+            else:
+                padded[t, :, w] = True
+                last[t, :, w] = rows_by_k[limit - 1, k0:k0 + kc]
+    return out.ravel(), padded.ravel(), last.ravel()
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32])
@@ -83,8 +90,12 @@ def test_pack_matches_the_sliver_layout(dtype, side, trans, lanes_per_width):
     for first, limit, k0, kc in [(0, outer, 0, depth), (1, outer, 2, depth - 2),
                                  (2, 2 + width, 1, lanes), (0, width - 1, 0, lanes + 1),
                                  (3, 4, depth - 1, 1)]:
-        want = _expected(stored, side, trans, width, first, limit, k0, kc)
+        want, padded, last = _expected(stored, side, trans, width, first, limit, k0, kc)
         dest = np.full(want.size + 64, -7, dtype)
         call(dest.ctypes.data, stored.ctypes.data, ld, first, limit, k0, kc)
-        np.testing.assert_array_equal(dest[:want.size], want)
+        got = dest[:want.size]
+        np.testing.assert_array_equal(got[~padded], want[~padded])
+        along_k = (side == "a") != trans
+        pads = got[padded]
+        assert ((pads == 0) | (along_k & (pads == last[padded]))).all()
         assert (dest[want.size:] == -7).all()              # nothing written past the panel
