@@ -20,7 +20,7 @@ def _register_lowerings() -> None:
     `fgrad.core.primitive.missing_rules()` lists exactly the primitives that still run as
     NumPy host steps (the kernel tables below are the lowerings themselves)."""
     from fgrad.core.primitive import REGISTRY
-    from fgrad.lower.llvm import ops as llvm_ops
+    from fgrad.lower.llvm.kernels import ops as llvm_ops
     from fgrad.lower.schedule.control_flow import CONTROL_FLOW
     from fgrad.lower.schedule.expand import EXPANSIONS, NO_SEMANTICS
     from fgrad.lower.schedule.partition import ELEMENTWISE, LINALG, MOVEMENT, REDUCE

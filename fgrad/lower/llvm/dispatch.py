@@ -9,10 +9,11 @@ cannot be precomputed:
 - an argument that is the very array of the previous call (checked with `is`) needs no
   dtype/contiguity check and no address: its slot already holds it (small arrays are kept
   referenced so that their memory, and so the address, stays theirs);
-- an output of up to 64 KiB is written into a scratch array at a fixed address and
-  returned as a copy: a fresh aligned array and its address cost 1.8 us (a pooled one at
-  64 KiB 4 us), the copy 0.3 us up to 16 KiB and 1.7 us at 64 KiB (a jitted `x * 2 + 1` on
-  2048 float32 6.5 -> 3.4 us per call, a 64 x 64 matmul 10.9 -> 7.5 us; 4 KiB before);
+- an output below the pooled size (64 KiB) is written into a scratch array at a fixed
+  address and returned as a copy, a plain NumPy array: a fresh 64-byte aligned array and
+  its address cost 1.8 us, the copy 0.3 us up to 16 KiB and 0.9 us at 32 KiB (a jitted
+  `x * 2 + 1` on 2048 float32 6.5 -> 3.4 us per call, a 64 x 64 matmul 10.9 -> 7.5 us;
+  the limit was 4 KiB before);
 - the entry gets the table's address as a prebuilt `c_void_p` (a Python int is converted
   on every call: 0.49 -> 0.28 us), and outputs are frozen with `setflags(False)`
   (positional: the keyword form parses its arguments, 0.68 against 1.02 us with the copy).
@@ -33,8 +34,8 @@ import numpy as np
 
 from fgrad.lower.llvm.buffer_pool import MIN_POOLED_BYTES, POOL, aligned_empty
 
-# inputs up to this size stay referenced between calls; outputs use scratch (docstring)
-KEEP_BYTES = MIN_POOLED_BYTES
+# inputs below this size stay referenced between calls; outputs use scratch (docstring)
+KEEP_BELOW_BYTES = MIN_POOLED_BYTES
 _ENTRY_BY_ADDRESS = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
 
 
@@ -66,7 +67,7 @@ class LeanCall:
         for j, (shape, dtype) in enumerate(out_specs):
             slots = self._slots[len(in_dtypes) + j]
             scratch = None
-            if int(np.prod(shape)) * np.dtype(dtype).itemsize <= KEEP_BYTES:
+            if int(np.prod(shape)) * np.dtype(dtype).itemsize < KEEP_BELOW_BYTES:
                 scratch = np.empty(shape, dtype)
                 for slot in slots:
                     self._table[slot] = scratch.ctypes.data
@@ -109,7 +110,7 @@ class LeanCall:
             address = self._address_of(a)
             for slot in self._slots[i]:
                 table[slot] = address
-            last[i] = a if a.nbytes <= KEEP_BYTES else None
+            last[i] = a if a.nbytes < KEEP_BELOW_BYTES else None
         return True
 
     def _bind_outputs(self) -> list[np.ndarray]:

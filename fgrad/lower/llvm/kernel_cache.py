@@ -55,7 +55,7 @@ from fgrad.lower.llvm import target as llvm_target
 from fgrad.lower.llvm.blas import library_chunking
 from fgrad.lower.llvm.lapack import register_library_symbols
 from fgrad.lower.llvm.blas import render_library_call
-from fgrad.lower.llvm.render import kernel_function_type, render_kernel
+from fgrad.lower.llvm.kernels.render import kernel_function_type, render_kernel
 from fgrad.lower.llvm.threads import kernel_work, split_extent
 
 FOLDER = "llvm_kernels"

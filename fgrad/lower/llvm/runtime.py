@@ -48,7 +48,7 @@ from fgrad.lower.llvm.gemm.pairs import host_has_pairs, pairs_product
 from fgrad.lower.llvm.buffer_pool import POOL, exclusively_owned
 from fgrad.lower.schedule.control_flow import CONTROL_FLOW, HostRows, run_control
 from fgrad.lower.llvm.lapack import library_symbols, register_named_symbols
-from fgrad.lower.llvm.render import render_module
+from fgrad.lower.llvm.kernels.render import render_module
 from fgrad.lower.llvm.threads import (PART_ENTRY, describe_threads, entry_names, run_parts,
                                       segment_parts,
                                       register_symbols as register_thread_symbols)

@@ -2,7 +2,7 @@
 
 In: C expressions of the operands (temporaries, so repeating one is free) in register
 types (bool is `bool`, float16 is computed in `float`). Out: one C expression with the
-exact semantics of the primitive's NumPy impl, as llvm/ops.py documents them: integer
+exact semantics of the primitive's NumPy impl, as llvm/kernels/ops.py documents them: integer
 division and remainder never trap (x / 0 == 0, x % 0 == 0, INT_MIN / -1 wraps), signed
 arithmetic wraps (it runs in unsigned types), shifts by out-of-range amounts give 0 (or
 the sign fill), float->int casts saturate with NaN -> 0, and every float16 result is
@@ -224,7 +224,7 @@ def convert(x: str, src: DType, dst: DType) -> str:
     """Cast a register value from `src` to `dst` with NumPy's semantics."""
     to = reg_type(dst)
     if dst == dtypes.float16 and src == dtypes.float64:
-        return f"fg_odd({x})"   # rounded once more to float16 by render_op (llvm/ops.py)
+        return f"fg_odd({x})"   # rounded once more to float16 by render_op (llvm/kernels/ops.py)
     if dst == dtypes.bool:
         return x if src == dtypes.bool else f"({x} != 0)"
     if src.is_float and not dst.is_float:

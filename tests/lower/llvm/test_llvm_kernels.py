@@ -272,7 +272,7 @@ def test_softmax_rows_with_a_finite_maximum_take_the_one_step_exp(monkeypatch: A
     `versioned_loop`): a row whose maximum is finite shifts every value to <= 0, so its exps
     scale in one step; a row with inf, -inf or NaN takes the general exp. An exp shifted by
     the maximum of other values keeps the general form. Both agree with NumPy."""
-    from fgrad.lower.llvm import render
+    from fgrad.lower.llvm.kernels import render
     used: list[int] = []
     one_step = render.llvm_math.exp_nonpositive
     monkeypatch.setattr(render.llvm_math, "exp_nonpositive",
@@ -328,7 +328,7 @@ def test_exp_scaled_by_ldexp_keeps_the_two_step_bits(monkeypatch: Any, dtype: ty
     """On AVX-512 exp scales by 2^n with one `llvm.ldexp` (vscalefps) instead of two exact
     multiplies (vmath `_scale`): the same bits, overflow, denormal results and NaN
     included (elsewhere both builds take the two-step form)."""
-    from fgrad.lower.llvm import vmath
+    from fgrad.lower.llvm.kernels import vmath
     rng = np.random.default_rng(9)
     x = np.concatenate([rng.uniform(-760, 720, 50000), rng.standard_normal(5000),
                         [0.0, -0.0, np.inf, -np.inf, np.nan, 88.72, -103.9, -745.1]])

@@ -10,7 +10,7 @@ from llvmlite import ir
 import fgrad
 from fgrad import Tensor
 from fgrad.lower.kernel.row_pipeline import row_pipeline
-from fgrad.lower.llvm.render import render_kernel
+from fgrad.lower.llvm.kernels.render import render_kernel
 from fgrad.lower.llvm.runtime import plan
 from fgrad.transforms.jit_prim import open_jaxpr
 

@@ -18,7 +18,7 @@ from llvmlite import ir
 from fgrad.core.dtypes import DType, dtypes
 from fgrad.lower.kernel.build import identity
 from fgrad.lower.kernel.ir import AccInit
-from fgrad.lower.llvm import vmath as llvm_math
+from fgrad.lower.llvm.kernels import vmath as llvm_math
 
 I1, I8, I16, I32, I64 = (ir.IntType(1), ir.IntType(8), ir.IntType(16), ir.IntType(32),
                         ir.IntType(64))

@@ -33,8 +33,8 @@ from fgrad.lower.kernel.ir import (AccInit, AccRead, AccUpdate, Const, Expr, Ind
                                    IndexValue, Kernel, Load, Loop, Op, Stmt, Store)
 from fgrad.lower.llvm.gemm.prepack import prepack_plan
 from fgrad.lower.llvm.blas import library_chunking, render_library_call
-from fgrad.lower.llvm import vmath as llvm_math
-from fgrad.lower.llvm.ops import (I1, I64, OPS, Emitter, acc_initial, acc_slots, const,
+from fgrad.lower.llvm.kernels import vmath as llvm_math
+from fgrad.lower.llvm.kernels.ops import (I1, I64, OPS, Emitter, acc_initial, acc_slots, const,
                                   mem_type, nan_key, reg_type)
 from fgrad.lower.llvm.threads import (Call, chunking, emit_calls, entry_names, plan_parts,
                                       render_entry, render_part, split_extent)

@@ -1,0 +1,2 @@
+"""Kernel IR rendered to LLVM IR: the renderer (`render`), the elementwise and reduction
+ops (`ops`) and the vectorizable transcendentals (`vmath`)."""
