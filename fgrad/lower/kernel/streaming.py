@@ -18,7 +18,8 @@ whole lines around the caches and skips that read. It pays only when:
 
 So an output qualifies when one innermost loop (the kernel's only loop, or the last phase
 of a row kernel such as layernorm's) holds its only store, `out[row + i] = f(...)` with
-rows of whole lines, `f` has no transcendental, a few dozen ops at most and only loads
+rows of whole lines, `f` has no transcendental per element (one of accumulators alone, as
+log_softmax's log of the row's sum, is computed once), a few dozen ops at most and only loads
 contiguous along `i` (or constant in it; none by quotient or remainder of `i`), the kernel
 never reads `out` (except a row that an earlier phase wrote and the last phase rereads,
 as softmax's exps: the renderer then stages that row on the stack, `scratch_row`), its
@@ -36,8 +37,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from fgrad.lower.kernel.index import Ix, Sym
-from fgrad.lower.kernel.ir import (AccInit, AccUpdate, Expr, Kernel, Load, Loop, Op, Stmt,
-                                   Store, expr_nodes)
+from fgrad.lower.kernel.ir import (AccInit, AccUpdate, Expr, IndexPred, IndexValue, Kernel,
+                                   Load, Loop, Op, Stmt, Store, expr_nodes)
 from fgrad.lower.schedule.partition import COSTLY
 
 LINE_BYTES = 64          # a cache line: the unit a streaming store fills, and the alignment
@@ -104,6 +105,8 @@ def _op_count(e: Expr, sym: Sym, seen: set[int]) -> int | None:
     if not isinstance(e, Op) or id(e) in seen:
         return 0
     seen.add(id(e))
+    if not _per_element(e):
+        return 0   # of accumulators and constants alone (log_softmax's log of the sum): once
     if e.op in COSTLY:
         return None
     total = 1
@@ -113,6 +116,13 @@ def _op_count(e: Expr, sym: Sym, seen: set[int]) -> int | None:
             return None
         total += n
     return total
+
+
+def _per_element(e: Expr) -> bool:
+    """Whether `e` reads memory or a loop index (else it is the same for a whole loop)."""
+    if isinstance(e, (Load, IndexValue, IndexPred)):
+        return True
+    return isinstance(e, Op) and any(_per_element(a) for a in e.args)
 
 
 def streamed_store(kernel: Kernel) -> tuple[Loop, Store] | None:

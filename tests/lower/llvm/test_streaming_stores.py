@@ -153,3 +153,29 @@ def test_rows_too_long_to_stage_are_not_streamed(stream_everything: None) -> Non
     wide = Tensor(np.ones((2, 2 * streaming.SCRATCH_ROW_MAX), np.float32))
     (kernel,) = kernels_of(lambda v: v.softmax(-1), wide)
     assert streaming.scratch_row(kernel) is None and streaming.streamed_outputs(kernel) == ()
+
+
+LATE = {"softmax": (lambda v: v.softmax(-1), True), "layernorm": (lambda v: v.layernorm(), True),
+        "log_softmax": (lambda v: v.log_softmax(-1), True)}
+
+
+@pytest.mark.parametrize("name", sorted(LATE))
+@pytest.mark.parametrize("rows", [300, 257])
+def test_a_late_last_phase_keeps_the_results(monkeypatch, name: str, rows: int) -> None:
+    """A pipelined row kernel whose streamed last phase runs a row late, inside the next
+    row's loop, through stack blocks (kernels/rows.py): the results of the kernel that
+    runs it in place (to rounding: its blocked loop sums in another order), with special
+    rows, over thread chunks (each chunk's first row is written twice) and a chunk's last
+    row (after the loop)."""
+    fn, runs_late = LATE[name]
+    x = (RNG.standard_normal((rows, 1024)) * 5).astype(np.float32)
+    x[3, 7], x[5, :], x[9, 2], x[11, 4], x[rows - 1, 0] = np.inf, -np.inf, np.nan, -np.inf, 9
+    monkeypatch.setattr(streaming, "STREAM_MIN_BYTES", 0)
+    text = fgrad.jit(fn).lower(Tensor(x)).as_text()
+    late = fgrad.jit(fn)(Tensor(x)).numpy()
+    monkeypatch.setattr(streaming, "STREAM_MIN_BYTES", 1 << 60)
+    plain = fgrad.jit(fn)(Tensor(x)).numpy()
+    np.testing.assert_array_equal(np.isnan(late), np.isnan(plain))
+    np.testing.assert_array_equal(np.isinf(late), np.isinf(plain))
+    np.testing.assert_allclose(late, plain, rtol=2e-6, atol=1e-6, equal_nan=True)
+    assert ("late_block" in text) == runs_late

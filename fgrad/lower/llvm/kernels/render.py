@@ -24,7 +24,7 @@ from fgrad.core.ir import Eqn
 from fgrad.lower.kernel.index import Clamp, Div, Dyn, Ix, Mod, Sym
 from fgrad.lower.kernel.streaming import (LINE_BYTES, line_elements, scratch_row,
                                           streamed_outputs, streamed_store)
-from fgrad.lower.kernel.row_pipeline import RowPipeline, row_pipeline
+from fgrad.lower.kernel.row_pipeline import row_pipeline
 from fgrad.lower.kernel.loop_shape import inner_trips, latency_bound
 from fgrad.lower.kernel.signs import max_reductions, max_shifted, nonpositive, shift_test
 from fgrad.lower.kernel.pieces import (clamp_idle, decide, fixed_quotient, piece_ranges,
@@ -34,6 +34,7 @@ from fgrad.lower.kernel.ir import (AccInit, AccRead, AccUpdate, Const, Expr, Ind
 from fgrad.lower.llvm.gemm.prepack import prepack_plan
 from fgrad.lower.llvm.blas import library_chunking, render_library_call
 from fgrad.lower.llvm.kernels import vmath as llvm_math
+from fgrad.lower.llvm.kernels.rows import RowsRendering
 from fgrad.lower.llvm.kernels.ops import (I1, I64, OPS, Emitter, acc_initial, acc_slots, const,
                                   mem_type, nan_key, reg_type)
 from fgrad.lower.llvm.threads import (Call, chunking, emit_calls, entry_names, plan_parts,
@@ -49,7 +50,7 @@ def _i64(v: int) -> ir.Constant:
     return ir.Constant(I64, v)
 
 
-class _KernelRenderer:
+class _KernelRenderer(RowsRendering):
     """Builds one kernel function; values and indices are memoized per loop scope."""
 
     def __init__(self, module: ir.Module, kernel: Kernel, split: bool,
@@ -65,6 +66,7 @@ class _KernelRenderer:
         self.streamed, self.twin, self.streaming = streamed, twin, False
         found = streamed_store(kernel) if streamed else None
         self.streamed_loop = found[0] if found else None
+        self.streamed_store = found[1] if found else None
         self.staged = scratch_row(kernel) if found else None   # a row staged on the stack
         self.row: ir.AllocaInstr | None = None
         for n, (arg, p) in enumerate(zip(self.fn.args, kernel.params, strict=False)):
@@ -90,6 +92,9 @@ class _KernelRenderer:
         self.pipeline = pipeline if pipeline is not None and (
             split or len(piece_ranges(pipeline.outer)) < 2) else None
         self.rider: tuple[Loop, Callable[[], None]] | None = None  # a loop, more of its body
+        self.late_rider: tuple[Loop, Callable[[], None]] | None = None  # ... ahead of it
+        self.late_block: tuple[ir.Value, ir.Value] | None = None   # kernels/rows.py
+        self.late_row: ir.Value | None = None
         self.maxima = max_reductions(kernel.body)
         self.assumed: set[int] = set()   # ids of tests known true here, of loops versioned
         self.versioning: set[int] = set()
@@ -205,6 +210,8 @@ class _KernelRenderer:
     def loop_range(self, s: Loop, piece: tuple[int, int] | None) -> None:
         """`for s.sym in range` (the chunk, a piece (lo, hi), or the whole extent); an
         innermost loop read by quotient and remainder as two (`pieces.tile_width`)."""
+        if piece is None and self.blocked_carrier(s):
+            return
         scope = (dict(self.values), dict(self.indices))
         chunk = self.chunk if piece is None and s is self.kernel.body[0] else None
         lo, hi = piece if piece is not None else (0, s.sym.extent - 1)
@@ -227,46 +234,12 @@ class _KernelRenderer:
 
     def loop_body(self, s: Loop, i: ir.Value) -> None:
         self.syms[s.sym] = i
+        if self.late_rider is not None and self.late_rider[0] is s:
+            self.late_rider[1]()
         for inner in s.body:
             self.stmt(inner)
         if self.rider is not None and self.rider[0] is s:
             self.rider[1]()
-
-    def pipelined_rows(self, plan: RowPipeline) -> None:
-        """The rows' loop with each row's first phase run one row early, inside the row
-        before's `carrier` loop, into accumulators that become the row's own at the end of
-        the row before (kernel/row_pipeline.py); the range's first row's before the loop."""
-        b, s = self.b, plan.outer
-        lo, hi = self.chunk if self.chunk else (_i64(0), _i64(s.sym.extent))
-        with b.if_then(b.icmp_signed("<", lo, hi)):
-            self.syms[s.sym] = lo
-            self.scoped(lambda: self.stmts((*plan.inits, plan.first)))
-        with b.goto_entry_block():
-            b.position_at_start(self.fn.entry_basic_block)
-            ahead = {key: b.alloca(ty, name=f"acc{key}.next") for t in plan.inits
-                     for key, ty in acc_slots(t)}
-
-        def next_row_phase(row: ir.Value) -> None:
-            kept = (self.values, self.indices, dict(self.accs), dict(self.syms))
-            self.values, self.indices = {}, {}
-            self.syms[s.sym], self.syms[plan.first.sym] = row, self.syms[plan.carrier.sym]
-            self.accs.update(ahead)
-            self.stmts(plan.first.body)
-            self.values, self.indices, self.accs, self.syms = kept
-
-        def row(i: ir.Value) -> None:
-            self.syms[s.sym] = i
-            after = b.add(i, _i64(1), flags=NSW)
-            following = b.select(b.icmp_signed("<", after, hi), after, i)
-            for init in plan.inits:
-                for key, value in acc_initial(init):
-                    b.store(value, ahead[key])
-            self.rider = (plan.carrier, lambda: next_row_phase(following))
-            self.stmts(plan.rest)
-            for key in ahead:
-                b.store(b.load(ahead[key]), self.accs[key])
-            self.rider = None
-        self.scoped(lambda: self.counted(s.sym.name, lo, hi, s, row))
 
     def counted(self, name: str, start: ir.Value, stop: ir.Value, s: Loop | None,
                 body: Callable[[ir.Value], None], unroll: bool = False) -> None:
@@ -342,7 +315,8 @@ class _KernelRenderer:
 
     def store(self, buf: int, index: Ix, value: ir.Value) -> None:
         value = self.em.to_memory(self.kernel.params[buf].dtype, value)
-        store = self.b.store(value, self.pointer(buf, index))
+        block = self.late_store_pointer(buf)
+        store = self.b.store(value, self.pointer(buf, index) if block is None else block)
         if self.streaming and buf in self.streamed:
             module = self.fn.module
             store.set_metadata("nontemporal",
