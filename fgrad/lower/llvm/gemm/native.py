@@ -11,8 +11,8 @@ each MC-tall block of this call's rows, A's slice is packed into MR-tall slivers
 micro-kernel multiplies one A sliver by one B sliver into an MR x NR tile held in vector
 registers (per step of k: NR/L vector loads of B, MR broadcasts of A, 2*MR FMAs) and adds
 the tile to C (stores it on the first slice). Edge tiles are written through a small stack
-tile with vector loads and stores masked to their columns, so only the last row and column
-of tiles pay for partial sizes, little. Transposed operands and
+tile with vector loads and stores masked to their columns: the last row and column of
+tiles pay little for their partial sizes. Transposed operands and
 leading dimensions are read by the packing loops; no copy kernel runs before the call.
 
 Tile sizes come from the vector width `target.vector_bits()` (L lanes): NR = 2L; MR = 6 with
@@ -420,8 +420,8 @@ class _Routines:
         vp, i32 = self.vt.as_pointer(), ir.IntType(32)
         for i in range(mr):
             for v in range(nr // lanes):
-                at = b.gep(tile, [_c(i * nr + v * lanes)])
-                b.store(accs[i][v], b.bitcast(at, vp), align=64)
+                at = b.gep(tile, [_c(i * nr + v * lanes)])   # whole vectors from a line
+                b.store(accs[i][v], b.bitcast(at, vp), align=lanes * self.size)
         masks = ir.VectorType(I1, lanes)
         suffix = f"v{lanes}{'i32' if self._integer() else self._suffix()}.p0"
         load = _libc(self.module, f"llvm.masked.load.{suffix}", self.vt,
