@@ -23,7 +23,7 @@ from typing import Callable
 
 from llvmlite import ir
 
-from fgrad.lower.llvm.gemm.native import I64, _c as c64, _loop as loop
+from fgrad.lower.llvm.gemm.native import I64, _c as c64, _libc, _loop as loop
 
 I32 = ir.IntType(32)
 Read = Callable[[ir.Value, ir.Value], ir.Value]   # (row or column, k step) -> its address
@@ -120,10 +120,9 @@ class _Pack:
         width = self.width
         vec = ir.VectorType(self.ft, width)
         masks = ir.VectorType(ir.IntType(1), width)
-        suffix = f"v{width}{'i32' if isinstance(self.ft, ir.IntType) else _float_name(self.size)}"
-        name = f"llvm.masked.load.{suffix}.p0"
-        load = self.module.globals.get(name) or ir.Function(
-            self.module, ir.FunctionType(vec, [vec.as_pointer(), I32, masks, vec]), name=name)
+        kind = "i32" if isinstance(self.ft, ir.IntType) else "f64" if self.size == 8 else "f32"
+        load = _libc(self.module, f"llvm.masked.load.v{width}{kind}.p0", vec,
+                     [vec.as_pointer(), I32, masks, vec])
         lane = ir.Constant(ir.VectorType(I64, width), list(range(width)))
         splat = b.insert_element(ir.Constant(lane.type, ir.Undefined), valid, c64(0))
         splat = b.shuffle_vector(splat, ir.Constant(lane.type, ir.Undefined),
@@ -182,10 +181,6 @@ class _Pack:
         row = b.select(b.icmp_signed("<", c64(w), valid), c64(w), b.sub(valid, c64(1)))
         at = b.gep(first_row, [b.mul(row, ld)])
         return b.load(self._vector_at(b, at, self.lanes), align=self.size)
-
-
-def _float_name(size: int) -> str:
-    return "f64" if size == 8 else "f32"
 
 
 def render_pack(module: ir.Module, name: str, ft: ir.Type, size: int, lanes: int,
