@@ -25,6 +25,8 @@ import struct
 import tempfile
 import warnings
 
+from llvmlite import ir
+
 from fgrad import flags
 
 MAGIC = b"FGRADOBJ"
@@ -173,3 +175,44 @@ def _remove(path: str) -> None:
         os.remove(path)
     except OSError:
         pass
+
+
+class Signatures:
+    """Function types of library calls by key, in memory and on disk (folder
+    "llvm_signatures"), written as the types' names, one per argument; anything else read
+    back is a miss."""
+
+    FOLDER = "llvm_signatures"
+    _TYPES = {str(t): t for t in (ir.IntType(8), ir.IntType(32), ir.IntType(64),
+                                  ir.HalfType(), ir.FloatType(), ir.DoubleType())}
+
+    def __init__(self) -> None:
+        self._known: dict[str, ir.FunctionType] = {}
+
+    def store(self, key: str, ftype: ir.FunctionType) -> None:
+        """Remember the (void) function type of unit `key`."""
+        self._known[key] = ftype
+        store(key, ",".join(str(a) for a in ftype.args).encode(), self.FOLDER)
+
+    def load(self, key: str) -> ir.FunctionType | None:
+        """The function type of unit `key`, or None when unknown or unreadable."""
+        if key in self._known:
+            return self._known[key]
+        data = load(key, self.FOLDER)
+        if data is None:
+            return None
+        args = []
+        for name in data.decode("ascii", "replace").split(","):
+            base = self._TYPES.get(name.removesuffix("*"))
+            if base is None or name.count("*") > 1:
+                return None
+            args.append(base.as_pointer() if name.endswith("*") else base)
+        self._known[key] = ftype = ir.FunctionType(ir.VoidType(), args)
+        return ftype
+
+    def clear(self) -> None:
+        """Forget the types kept in memory (the disk entries stay)."""
+        self._known.clear()
+
+
+signatures = Signatures()

@@ -50,7 +50,8 @@ from fgrad import flags
 from fgrad.core.ir import Eqn
 from fgrad.lower.kernel.ir import Kernel, Loop, Stmt, kernel_fingerprint
 from fgrad.lower.kernel.streaming import streamed_outputs
-from fgrad.lower.llvm import disk_cache
+from fgrad.lower.llvm import disk_cache, same_code
+from fgrad.lower.llvm.disk_cache import signatures
 from fgrad.lower.llvm import target as llvm_target
 from fgrad.lower.llvm.blas import library_chunking
 from fgrad.lower.llvm.lapack import register_library_symbols
@@ -106,13 +107,18 @@ class CompiledKernel:
 
 
 def _kernel_text(kernel: Kernel) -> tuple[str, ir.FunctionType]:
-    """The kernel alone as an LLVM module (its function named `_NEUTRAL`, exported)."""
+    """The kernel alone as an LLVM module (its function named `_NEUTRAL`, exported, and
+    its parameters by position, so kernels alike in all but names print the same text:
+    same_code.py)."""
     module = ir.Module(name="fgrad_kernel")
     fn = render_kernel(module, kernel)
     fn.linkage = ""
     module.triple, module.data_layout = llvm_target.triple_and_layout()
+    for defined in (f for f in module.functions if not f.is_declaration):
+        for i, arg in enumerate(defined.args):
+            arg.name = f"arg.{i}"
     text = str(module).replace(f'@"{kernel.name}"', f'@"{_NEUTRAL}"')
-    return text, fn.function_type
+    return text.replace(f'@"{kernel.name}.', f'@"{_NEUTRAL}.'), fn.function_type
 
 
 def _machine(codegen_level: int) -> llvm.TargetMachine:
@@ -231,6 +237,8 @@ def prefetch_kernel(kernel: Kernel, key_of: Callable[[str], str]) -> None:
     if disk_cache.has(key, FOLDER):
         return
     text = _kernel_text(kernel)[0]
+    if same_code.claim(text, level, key) != key:   # its program's compile copies that one
+        return
     with _lock:
         if key not in _INFLIGHT:
             _RENDERED[key] = text
@@ -263,47 +271,6 @@ def _stored(key: str, obj: bytes) -> None:
 def _workers(jobs: int) -> int:
     return max(1, min(jobs, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
                       else os.cpu_count() or 1))
-
-
-class _Signatures:
-    """Function types of library calls by key, in memory and on disk (folder
-    "llvm_signatures"), written as the types' names, one per argument; anything else read
-    back is a miss."""
-
-    FOLDER = "llvm_signatures"
-    _TYPES = {str(t): t for t in (ir.IntType(8), ir.IntType(32), ir.IntType(64),
-                                  ir.HalfType(), ir.FloatType(), ir.DoubleType())}
-
-    def __init__(self) -> None:
-        self._known: dict[str, ir.FunctionType] = {}
-
-    def store(self, key: str, ftype: ir.FunctionType) -> None:
-        """Remember the (void) function type of unit `key`."""
-        self._known[key] = ftype
-        disk_cache.store(key, ",".join(str(a) for a in ftype.args).encode(), self.FOLDER)
-
-    def load(self, key: str) -> ir.FunctionType | None:
-        """The function type of unit `key`, or None when unknown or unreadable."""
-        if key in self._known:
-            return self._known[key]
-        data = disk_cache.load(key, self.FOLDER)
-        if data is None:
-            return None
-        args = []
-        for name in data.decode("ascii", "replace").split(","):
-            base = self._TYPES.get(name.removesuffix("*"))
-            if base is None or name.count("*") > 1:
-                return None
-            args.append(base.as_pointer() if name.endswith("*") else base)
-        self._known[key] = ftype = ir.FunctionType(ir.VoidType(), args)
-        return ftype
-
-    def clear(self) -> None:
-        """Forget the types kept in memory (the disk entries stay)."""
-        self._known.clear()
-
-
-signatures = _Signatures()
 
 
 @functools.cache
@@ -526,21 +493,60 @@ def _build_all(missing: dict[str, tuple[Unit, int | None]],
     routines: a large module started last would run alone). `meanwhile` runs once all are
     handed out."""
     order = sorted(missing, key=lambda key: -_length(missing[key][0]))
+    copies: dict[str, tuple[str, str, int | None]] = {}   # key -> (claimant, text, level)
 
-    def job(key: str) -> tuple[str, int | None]:
+    def job(key: str) -> tuple[str, int | None] | None:
+        """The named text and level of unit `key` to compile, or None when its text is
+        another unit's (`same_code`; it is copied after the batch)."""
         unit, level = missing[key]
         with _lock:
             text = _RENDERED.pop(key, None)
-        return _named(key, _text_of(unit) if text is None else text), level
+        text = _text_of(unit) if text is None else text
+        claimant = same_code.claim(text, level, key)
+        if claimant != key:
+            copies[key] = (claimant, text, level)
+            return None
+        return _named(key, text), level
     workers = _workers(len(order) + 1) if order else 1   # `meanwhile` is work too
+    built: dict[str, bytes] = {}
     if workers > 1:   # each compile thread also stores what it built (off this thread)
         with concurrent.futures.ThreadPoolExecutor(workers) as pool:
-            futures = [pool.submit(_built_and_stored, key, *job(key)) for key in order]
+            futures = {key: pool.submit(_built_and_stored, key, *named)
+                       for key in order if (named := job(key)) is not None}
             meanwhile()
-            return {key: f.result() for key, f in zip(order, futures, strict=True)}
-    built = {key: _built_and_stored(key, *job(key)) for key in order}
-    meanwhile()
-    return built
+            built = {key: f.result() for key, f in futures.items()}
+    else:
+        built = {key: _built_and_stored(key, *named)
+                 for key in order if (named := job(key)) is not None}
+        meanwhile()
+    for key, (claimant, text, level) in copies.items():
+        built[key] = _copied(key, claimant, built) or _built_and_stored(
+            key, _named(key, text), level)
+    return {key: built[key] for key in order}
+
+
+def _copied(key: str, claimant: str, built: dict[str, bytes]) -> bytes | None:
+    """The claimant's object code renamed for `key` (kept like a build, counted as a
+    copy), or None when it has none to give (its compile failed or was forgotten)."""
+    obj = built.get(claimant)
+    if obj is None:
+        with _lock:
+            obj, future = _OBJECTS.get(claimant), _INFLIGHT.get(claimant)
+        if obj is None and future is not None:
+            try:
+                obj = future.result()
+            except (concurrent.futures.CancelledError, RuntimeError):
+                obj = None
+        if obj is None:
+            obj = disk_cache.load(claimant, FOLDER)
+    if obj is None:
+        return None
+    obj = same_code.renamed(obj, _symbol(claimant), _symbol(key))
+    with _lock:
+        stats["same_code"] += 1
+    _remember(key, obj)
+    disk_cache.store(key, obj, FOLDER)
+    return obj
 
 
 def _built_and_stored(key: str, text: str, speed_level: int | None) -> bytes:
@@ -564,3 +570,4 @@ def clear_memory() -> None:
         _OBJECTS.clear()
         _LIBRARY_TEXTS.clear()
         signatures.clear()
+    same_code.forget()

@@ -234,6 +234,39 @@ def test_kernels_that_differ_only_in_shapes_and_names_compile_once():
                                    atol=1e-6)
 
 
+def test_kernels_alike_but_for_the_split_loop_extent_are_compiled_once(tmp_path: Any,
+                                                                        monkeypatch: Any):
+    """Adam's update of a 784x512 and a 512x512 matrix: their keys differ (the extents of
+    the loop threads split), their LLVM text does not (same_code.py). One program compiles
+    one of them and copies it under the other's symbol; the copy runs right, from memory
+    and, after the memory is cleared, from disk."""
+    monkeypatch.setenv("FGRAD_CACHE_DIR", str(tmp_path))
+    a = RNG.standard_normal((784, 512)).astype(np.float32)
+    b = RNG.standard_normal((512, 512)).astype(np.float32)
+    # constants of its own: no other test's kernel has this text
+    update = lambda p: p - 0.0125 * p / ((p * p).sqrt() + 3e-8)  # noqa: E731
+    jaxpr = fgrad.make_jaxpr(lambda p, q: (update(p), update(q)))(Tensor(a), Tensor(b))
+    kernels = llvm_runtime.plan(open_jaxpr(jaxpr)[0]).kernels
+    keys = {kernel_cache._kernel_key(k, llvm_runtime.cache_key)[0] for k in kernels}
+    assert len(kernels) == 2 and len(keys) == 2
+
+    def run_and_check() -> None:
+        got = fgrad.jit(lambda p, q: (update(p), update(q)))(Tensor(a), Tensor(b))
+        for out, x in zip(got, (a, b)):
+            np.testing.assert_allclose(out.numpy(), x - 0.0125 * x / (np.abs(x) + 3e-8),
+                                       rtol=1e-5, atol=1e-6)
+    before = dict(kernel_cache.stats)
+    compiled, _ = kernel_cache.compile_kernels(kernels, llvm_runtime.cache_key)
+    assert len({c.symbol for c in compiled.values()}) == 2
+    assert kernel_cache.stats["builds"] - before.get("builds", 0) == 1
+    assert kernel_cache.stats["same_code"] - before.get("same_code", 0) == 1
+    run_and_check()
+    llvm_runtime.clear_memory_cache()
+    before = dict(kernel_cache.stats)
+    run_and_check()
+    assert kernel_cache.stats["builds"] == before.get("builds", 0)
+
+
 def test_kernels_start_compiling_while_the_program_is_planned(tmp_path: Any,
                                                               monkeypatch: Any):
     """Kernels that planning will not change are handed to the prefetch thread as they are
