@@ -6,9 +6,14 @@ whole lines around the caches and skips that read. It pays only when:
 - the outputs are larger than the last-level cache, or this machine's share of it
   (`STREAM_MIN_BYTES`: a later kernel would not have found them in cache anyway; smaller
   ones are better left there);
-- the kernel is bound by memory, not arithmetic: a slow loop fills its write-combining
-  buffers slowly, they are flushed half full, and partial lines cost more than the read
-  saved (measured: W1's exp/tanh/sigmoid chain went 20 -> 35 ms with them);
+- its values come out of the vectorized loop: a line's elements unrolled (the renderer's
+  way for cheap values) stayed scalar code for exp/tanh/sigmoid, which LLVM's SLP
+  vectorizer does not pack (W1 went 20 -> 35 ms that way). Values with transcendentals
+  therefore stream by blocks (`streams_by_blocks`: the vectorized loop writes 512 bytes
+  to the stack, aligned streaming stores copy them out), in a kernel that is one flat
+  loop: 2^24 float32, two threads, alternating processes: exp 5.5-5.6 -> 3.7-4.7 ms,
+  sigmoid 5.3-6.3 -> 3.7-5.1, tanh 5.6-6.0 -> 4.1-4.8; W1, bound by its arithmetic,
+  8.3-8.5 -> 8.3-8.6;
 - the kernel streams one output, at the loop's own index, in order, so each line fills
   whole before the next: two outputs written half a line at a time (as the vectorized
   loop interleaves them) were 4-8x slower than ordinary stores on this VM (`relu(x)` and
@@ -18,8 +23,9 @@ whole lines around the caches and skips that read. It pays only when:
 
 So an output qualifies when one innermost loop (the kernel's only loop, or the last phase
 of a row kernel such as layernorm's) holds its only store, `out[row + i] = f(...)` with
-rows of whole lines, `f` has no transcendental per element (one of accumulators alone, as
-log_softmax's log of the row's sum, is computed once), a few dozen ops at most and only loads
+rows of whole lines, `f` has a few dozen ops at most (or transcendentals per element, by
+blocks; one of accumulators alone, as log_softmax's log of the row's sum, is computed once
+and counts for nothing) and only loads
 contiguous along `i` (or constant in it; none by quotient or remainder of `i`), the kernel
 never reads `out` (except a row that an earlier phase wrote and the last phase rereads,
 as softmax's exps: the renderer then stages that row on the stack, `scratch_row`), its
@@ -96,9 +102,10 @@ def _line_start_at_zero(index: Ix, sym: Sym, width: int) -> bool:
                for atom, coeff in index.terms if atom != sym)
 
 
-def _op_count(e: Expr, sym: Sym, seen: set[int]) -> int | None:
-    """Ops in `e` not counted yet; None when one is a transcendental or a load strides
-    along `sym` (a transpose: bound by its reads, and measured 5% slower streaming)."""
+def _op_count(e: Expr, sym: Sym, seen: set[int], costly: list[Op]) -> int | None:
+    """Ops in `e` not counted yet (the transcendentals among them appended to `costly`);
+    None when a load strides along `sym` (a transpose: bound by its reads, and measured 5%
+    slower streaming)."""
     if isinstance(e, Load):
         along = dict(e.index.terms).get(sym, 0) in (0, 1)
         return 0 if along and sym not in e.index.nonlinear_syms() else None
@@ -108,14 +115,26 @@ def _op_count(e: Expr, sym: Sym, seen: set[int]) -> int | None:
     if not _per_element(e):
         return 0   # of accumulators and constants alone (log_softmax's log of the sum): once
     if e.op in COSTLY:
-        return None
+        costly.append(e)
     total = 1
     for a in e.args:
-        n = _op_count(a, sym, seen)
+        n = _op_count(a, sym, seen, costly)
         if n is None:
             return None
         total += n
     return total
+
+
+def streams_by_blocks(kernel: Kernel) -> bool:
+    """Whether the streamed output's values have transcendentals per element: then the
+    renderer computes them by blocks into the stack with the vectorized loop and streams
+    each block out (kernels/rows.py `streamed_blocks`), not a line's elements unrolled."""
+    found = streamed_store(kernel)
+    if found is None or scratch_row(kernel) is not None:
+        return False
+    costly: list[Op] = []
+    _op_count(found[1].value, found[0].sym, set(), costly)
+    return bool(costly)
 
 
 def _per_element(e: Expr) -> bool:
@@ -137,10 +156,13 @@ def streamed_store(kernel: Kernel) -> tuple[Loop, Store] | None:
     loop, store = candidates[0], candidates[0].body[0]
     assert isinstance(store, Store)
     itemsize = kernel.params[store.buf].dtype.itemsize
-    ops = _op_count(store.value, loop.sym, set())
+    costly: list[Op] = []
+    ops = _op_count(store.value, loop.sym, set(), costly)
     staged = scratch_row(kernel)
     staged_here = staged is not None and staged.last_loop is loop
-    if ops is None or ops > MAX_STREAMED_OPS or itemsize < 2 or \
+    if costly and (staged is not None or tuple(kernel.body) != (loop,)):
+        return None   # blocks only in a kernel that is this one loop
+    if ops is None or (ops > MAX_STREAMED_OPS and not costly) or itemsize < 2 or \
             (store.buf in _loaded(kernel) and not staged_here):
         return None
     if not _line_start_at_zero(store.index, loop.sym, LINE_BYTES // itemsize):

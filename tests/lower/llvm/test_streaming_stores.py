@@ -34,7 +34,7 @@ def test_only_single_output_memory_bound_kernels_stream(stream_everything: None)
     x = Tensor(RNG.standard_normal(4096).astype(np.float32))
     streamed = lambda fn: [streaming.streamed_outputs(k) for k in kernels_of(fn, x)]  # noqa
     assert streamed(lambda v: v * 2 + 1) == [(0,)]
-    assert streamed(lambda v: v.exp() + 1) == [()]          # arithmetic-bound
+    assert streamed(lambda v: v.exp() + 1) == [(0,)]        # by blocks (below)
     assert streamed(lambda v: (v.relu(), v * 2)) == [()]    # two outputs
     assert streamed(lambda v: v > 0) == [()]                # one-byte elements
     assert streamed(lambda v: v.sum()) in ([()], [(), ()])  # a reduction
@@ -103,6 +103,45 @@ def test_results_are_exact_on_every_path(stream_everything: None, n: int, dtype:
     else:
         want = x * dtype(3) - dtype(2)
     np.testing.assert_array_equal(got.astype(np.float64), want.astype(np.float64))
+
+
+def test_transcendental_values_stream_by_blocks(stream_everything: None) -> None:
+    """exp, tanh and the logistic per element: the vectorized loop computes a block into
+    the stack and aligned streaming stores copy it out (one vectorized exp, no scalar line
+    of them); a row kernel's last phase does not take this path."""
+    x = Tensor(RNG.standard_normal(1 << 16).astype(np.float32))
+    (kernel,) = kernels_of(lambda v: (v * 1.5).tanh() * v.sigmoid() + (-v * v).exp(), x)
+    assert streaming.streams_by_blocks(kernel)
+    text, _ = kernel_cache._kernel_text(kernel)
+    assert '"stream_block"' in text and "!nontemporal" in text
+    assembly = kernel_cache.assembly_of(text)
+    assert "vmovntps" in assembly or "movntps" in assembly
+    (kernel,) = kernels_of(lambda v: v * 2 + 1, x)
+    assert not streaming.streams_by_blocks(kernel)   # a line's elements unrolled
+    m = Tensor(RNG.standard_normal((48, 64)).astype(np.float32))
+    (kernel,) = kernels_of(lambda v: v.layernorm(), m)
+    assert not streaming.streams_by_blocks(kernel)
+
+
+@pytest.mark.parametrize("n", [1, 17, 127, 128, 129, 1000, 4099, (1 << 18) + 3])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_blocks_of_transcendentals_keep_every_value(stream_everything: None, n: int,
+                                                    dtype: Any) -> None:
+    """The same values streamed by blocks as computed in place: heads, whole blocks, a
+    last partial block, tails, and thread chunks that start mid-line (the large one)."""
+    x = (RNG.standard_normal(n) * 3).astype(dtype)
+    fn = lambda v: (v * 1.5 + 0.5).tanh() * v.sigmoid() + (-v * v).exp()  # noqa: E731
+    streamed = fgrad.jit(fn, backend="llvm")(Tensor(x)).numpy()
+    streaming_off = pytest.MonkeyPatch()
+    streaming_off.setattr(streaming, "STREAM_MIN_BYTES", 1 << 60)
+    try:
+        in_place = fgrad.jit(fn, backend="llvm")(Tensor(x)).numpy()
+    finally:
+        streaming_off.undo()
+    np.testing.assert_array_equal(streamed, in_place)
+    want = np.tanh(x * 1.5 + 0.5) / (1 + np.exp(-x)) + np.exp(-x * x)
+    np.testing.assert_allclose(streamed, want, rtol=2e-6 if dtype == np.float32 else 1e-13,
+                               atol=1e-7 if dtype == np.float32 else 1e-15)
 
 
 def test_outputs_not_aligned_to_a_line_take_ordinary_stores(stream_everything: None

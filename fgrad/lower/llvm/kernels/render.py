@@ -23,7 +23,7 @@ from fgrad.core.dtypes import dtypes
 from fgrad.core.ir import Eqn
 from fgrad.lower.kernel.index import Clamp, Div, Dyn, Ix, Mod, Sym
 from fgrad.lower.kernel.streaming import (LINE_BYTES, line_elements, scratch_row,
-                                          streamed_outputs, streamed_store)
+                                          streamed_outputs, streamed_store, streams_by_blocks)
 from fgrad.lower.kernel.row_pipeline import row_pipeline
 from fgrad.lower.kernel.loop_shape import inner_trips, latency_bound
 from fgrad.lower.kernel.signs import max_reductions, max_shifted, nonpositive, shift_test
@@ -64,6 +64,8 @@ class _KernelRenderer(RowsRendering):
         self.fn = ir.Function(module, _signature(kernel, split), name=name)
         self.fn.linkage = "internal"
         self.streamed, self.twin, self.streaming = streamed, twin, False
+        # a streamed value with transcendentals: computed by blocks (kernels/rows.py)
+        self.blocked_stream = bool(streamed) and streams_by_blocks(kernel)
         found = streamed_store(kernel) if streamed else None
         self.streamed_loop = found[0] if found else None
         self.streamed_store = found[1] if found else None
@@ -136,6 +138,11 @@ class _KernelRenderer(RowsRendering):
         last = b.select(b.icmp_signed("<", last, first), first, last)
         self.scoped(lambda: self.counted(s.sym.name, lo, first, s,
                                          lambda i: self.loop_body(s, i)))
+        if self.blocked_stream:
+            self.scoped(lambda: self.streamed_blocks(s, first, last))
+            self.scoped(lambda: self.counted(f"{s.sym.name}.tail", last, hi, s,
+                                             lambda i: self.loop_body(s, i)))
+            return
 
         def line(q: ir.Value) -> None:
             def element(r: ir.Value) -> None:

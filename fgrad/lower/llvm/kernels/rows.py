@@ -32,6 +32,8 @@ NSW = ("nsw",)
 # write-combining buffers room to drain while the next block computes (softmax 4096^2 at
 # 256 / 512 / 1024 / 4096 bytes: 0.88-0.91x / 0.78-0.88x / 0.82-0.95x / ~1x the time)
 BLOCK_BYTES = 512
+# output per block of a streamed elementwise loop with transcendentals (`streamed_blocks`)
+STREAM_BLOCK_BYTES = 512
 
 
 def _i64(v: int) -> ir.Constant:
@@ -165,6 +167,33 @@ class RowsRendering:
                      one_block)
         return True
 
+    def streamed_blocks(self, s: Loop, first: ir.Value, last: ir.Value) -> None:
+        """Iterations [first, last) (whole lines) of the kernel's streamed loop `s` by
+        blocks: the vectorized loop writes a block's values to a stack block with plain
+        stores, then `stream_block` streams it out. For values with transcendentals, whose
+        line of elements unrolled stayed scalar code (LLVM's SLP vectorizer does not pack
+        the exp's selects and integer steps)."""
+        store = self.streamed_store
+        assert store is not None
+        b = self.b
+        dtype = self.kernel.params[store.buf].dtype
+        width = max(STREAM_BLOCK_BYTES // dtype.itemsize, 1)
+        with b.goto_entry_block():
+            b.position_at_start(self.fn.entry_basic_block)
+            block = b.alloca(mem_type(dtype), size=width, name="stream_block")
+            block.align = LINE_BYTES
+
+        def one_block(q: ir.Value) -> None:
+            start = b.add(first, b.mul(q, _i64(width), flags=NSW), flags=NSW)
+            stop = b.add(start, _i64(width), flags=NSW)
+            stop = b.select(b.icmp_signed("<", stop, last), stop, last)
+            self.late_block = (block, start)
+            self.counted(f"{s.sym.name}.in", start, stop, s, lambda i: self.loop_body(s, i))
+            self.late_block = None
+            self.stream_block(block, start, stop, store)
+        blocks = b.udiv(b.add(b.sub(last, first), _i64(width - 1)), _i64(width))
+        self.counted(f"{s.sym.name}.block", _i64(0), blocks, None, one_block)
+
     def late_store_pointer(self, buf: int) -> ir.Value | None:
         """Where the late phase's store of `buf` goes inside a block: the stack block."""
         if self.late_block is None or buf not in self.streamed or self.streamed_loop is None:
@@ -182,8 +211,8 @@ class RowsRendering:
         lanes = LINE_BYTES // dtype.itemsize
         line = ir.VectorType(mem_type(dtype), lanes)
         late = self.streamed_loop
-        assert late is not None and self.pipeline is not None
-        outer = self.pipeline.outer
+        assert late is not None
+        outer = self.pipeline.outer if self.pipeline is not None else None
         nontemporal = self.fn.module.add_metadata([ir.Constant(ir.IntType(32), 1)])
 
         def copy(q: ir.Value) -> None:
@@ -191,7 +220,8 @@ class RowsRendering:
             source = b.bitcast(b.gep(block, [first], inbounds=True), line.as_pointer())
             kept = dict(self.syms), self.values, self.indices
             self.values, self.indices = {}, {}
-            self.syms[outer.sym] = self.late_row
+            if outer is not None:
+                self.syms[outer.sym] = self.late_row
             self.syms[late.sym] = b.add(start, first, flags=NSW)
             target = b.bitcast(self.pointer(store.buf, store.index), line.as_pointer())
             self.syms, self.values, self.indices = kept
