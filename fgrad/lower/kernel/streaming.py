@@ -13,7 +13,7 @@ whole lines around the caches and skips that read. It pays only when:
   to the stack, aligned streaming stores copy them out), in a kernel that is one flat
   loop: 2^24 float32, two threads, alternating processes: exp 5.5-5.6 -> 3.7-4.7 ms,
   sigmoid 5.3-6.3 -> 3.7-5.1, tanh 5.6-6.0 -> 4.1-4.8; W1, bound by its arithmetic,
-  8.3-8.5 -> 8.3-8.6;
+  W1's three (8.36 -> 8.61 ms) keep ordinary stores (`MAX_STREAMED_COSTLY`);
 - the kernel streams one output, at the loop's own index, in order, so each line fills
   whole before the next: two outputs written half a line at a time (as the vectorized
   loop interleaves them) were 4-8x slower than ordinary stores on this VM (`relu(x)` and
@@ -49,6 +49,10 @@ from fgrad.lower.schedule.partition import COSTLY
 
 LINE_BYTES = 64          # a cache line: the unit a streaming store fills, and the alignment
 MAX_STREAMED_OPS = 32    # ops per element at most (the renderer unrolls a line's elements)
+# transcendentals per element at most: with three (W1) the loop is bound by its arithmetic and
+# streaming lost (8.36 -> 8.61 ms, alternating processes); with two it gained (x * sigmoid(x)
+# 5.1-5.5 -> 3.9-4.4 ms, exp(x) * sigmoid(x) 5.9-6.7 -> 5.3-5.8, a tanh GELU 6.0-6.2 -> 4.9-5.5)
+MAX_STREAMED_COSTLY = 2
 
 
 def cache_bytes(level: int | None = None) -> int | None:
@@ -160,8 +164,9 @@ def streamed_store(kernel: Kernel) -> tuple[Loop, Store] | None:
     ops = _op_count(store.value, loop.sym, set(), costly)
     staged = scratch_row(kernel)
     staged_here = staged is not None and staged.last_loop is loop
-    if costly and (staged is not None or tuple(kernel.body) != (loop,)):
-        return None   # blocks only in a kernel that is this one loop
+    if costly and (staged is not None or tuple(kernel.body) != (loop,)
+                   or len(costly) > MAX_STREAMED_COSTLY):
+        return None   # blocks only in a kernel that is this one loop, bound by memory
     if ops is None or (ops > MAX_STREAMED_OPS and not costly) or itemsize < 2 or \
             (store.buf in _loaded(kernel) and not staged_here):
         return None
