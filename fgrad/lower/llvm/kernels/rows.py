@@ -28,12 +28,12 @@ from fgrad.lower.kernel.streaming import LINE_BYTES, line_elements
 from fgrad.lower.llvm.kernels.ops import I64, acc_initial, acc_slots, mem_type
 
 NSW = ("nsw",)
-# output per block of a carrier that writes the row before's output: 8 lines leave the
-# write-combining buffers room to drain while the next block computes (softmax 4096^2 at
-# 256 / 512 / 1024 / 4096 bytes: 0.88-0.91x / 0.78-0.88x / 0.82-0.95x / ~1x the time)
+# output per block (`streamed_blocks`) of a carrier that writes the row before's output, or
+# of a streamed elementwise loop with transcendentals (no better at 2048 or 8192 bytes): 8
+# lines leave the write-combining buffers room to drain while the next block computes
+# (softmax 4096^2 at 256 / 512 / 1024 / 4096 bytes: 0.88-0.91x / 0.78-0.88x / 0.82-0.95x /
+# ~1x the time)
 BLOCK_BYTES = 512
-# output per block of a streamed elementwise loop with transcendentals (`streamed_blocks`)
-STREAM_BLOCK_BYTES = 512
 
 
 def _i64(v: int) -> ir.Constant:
@@ -145,42 +145,25 @@ class RowsRendering:
         False when it does not."""
         if self.late_rider is None or self.late_rider[0] is not s:
             return False
-        store = self.streamed_store
-        assert store is not None
-        b, extent = self.b, s.sym.extent
-        dtype = self.kernel.params[store.buf].dtype
-        width = max(BLOCK_BYTES // dtype.itemsize, 1)
-        with b.goto_entry_block():
-            b.position_at_start(self.fn.entry_basic_block)
-            block = b.alloca(mem_type(dtype), size=width, name="late_block")
-            block.align = LINE_BYTES
-
-        def one_block(q: ir.Value) -> None:
-            start = b.mul(q, _i64(width), flags=NSW)
-            stop = b.add(start, _i64(width), flags=NSW)
-            stop = b.select(b.icmp_signed("<", stop, _i64(extent)), stop, _i64(extent))
-            self.late_block = (block, start)
-            self.counted(f"{s.sym.name}.in", start, stop, s, lambda i: self.loop_body(s, i))
-            self.late_block = None
-            self.stream_block(block, start, stop, store)
-        self.counted(f"{s.sym.name}.block", _i64(0), _i64(-(-extent // width)), None,
-                     one_block)
+        self.streamed_blocks(s, _i64(0), _i64(s.sym.extent), "late_block")
         return True
 
-    def streamed_blocks(self, s: Loop, first: ir.Value, last: ir.Value) -> None:
-        """Iterations [first, last) (whole lines) of the kernel's streamed loop `s` by
-        blocks: the vectorized loop writes a block's values to a stack block with plain
-        stores, then `stream_block` streams it out. For values with transcendentals, whose
-        line of elements unrolled stayed scalar code (LLVM's SLP vectorizer does not pack
-        the exp's selects and integer steps)."""
+    def streamed_blocks(self, s: Loop, first: ir.Value, last: ir.Value,
+                        name: str = "stream_block") -> None:
+        """Iterations [first, last) (whole lines) of loop `s` by blocks of `BLOCK_BYTES` of
+        output: the vectorized loop writes a block's values to a stack block with plain
+        stores (the late phase riding in a carrier, or a streamed elementwise loop with
+        transcendentals, whose line of elements unrolled stayed scalar code: LLVM's SLP
+        vectorizer does not pack the exp's selects and integer steps), then
+        `stream_block` streams it out."""
         store = self.streamed_store
         assert store is not None
         b = self.b
         dtype = self.kernel.params[store.buf].dtype
-        width = max(STREAM_BLOCK_BYTES // dtype.itemsize, 1)
+        width = max(BLOCK_BYTES // dtype.itemsize, 1)
         with b.goto_entry_block():
             b.position_at_start(self.fn.entry_basic_block)
-            block = b.alloca(mem_type(dtype), size=width, name="stream_block")
+            block = b.alloca(mem_type(dtype), size=width, name=name)
             block.align = LINE_BYTES
 
         def one_block(q: ir.Value) -> None:
