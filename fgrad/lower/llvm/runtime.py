@@ -312,10 +312,10 @@ class LLVMExecutable:
 def _log_compile(program: Program, kernels: collections.Counter[str], seconds: float) -> None:
     """One INFO line per compiled program on the `fgrad.compile` logger."""
     if log.isEnabledFor(logging.INFO):
-        log.info("llvm: %d kernels (%d compiled, %d from memory, %d from disk) and %d "
-                 "equations ready in %.1f ms", len(program.kernels), kernels["builds"],
-                 kernels["memory_hits"], kernels["disk_hits"], len(program.jaxpr.eqns),
-                 seconds * 1e3)
+        log.info("llvm: %d kernels (%d compiled, %d copied, %d from memory, %d from disk) "
+                 "and %d equations ready in %.1f ms", len(program.kernels), kernels["builds"],
+                 kernels["same_code"], kernels["memory_hits"], kernels["disk_hits"],
+                 len(program.jaxpr.eqns), seconds * 1e3)
 
 
 def _run_host(step: HostCall, env: list[Any]) -> None:
