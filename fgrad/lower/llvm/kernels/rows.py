@@ -69,7 +69,10 @@ class RowsRendering:
     def late_phase(self) -> Loop | None:
         """The last phase that runs one row late (module docstring), or None."""
         plan, last = self.pipeline, self.streamed_loop
+        # the last phase must ride in an earlier carrier: where it is the carrier itself
+        # (x - max(x): a reduction, then the streamed row), it runs in its own row
         if plan is None or last is None or not plan.rest or plan.rest[-1] is not last \
+                or plan.carrier is last \
                 or last.sym.extent != plan.carrier.sym.extent \
                 or last.sym.extent % line_elements(self.kernel, self.streamed):
             return None
