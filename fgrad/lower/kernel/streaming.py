@@ -12,8 +12,9 @@ whole lines around the caches and skips that read. It pays only when:
   therefore stream by blocks (`streams_by_blocks`: the vectorized loop writes 512 bytes
   to the stack, aligned streaming stores copy them out), in a kernel that is one flat
   loop: 2^24 float32, two threads, alternating processes: exp 5.5-5.6 -> 3.7-4.7 ms,
-  sigmoid 5.3-6.3 -> 3.7-5.1, tanh 5.6-6.0 -> 4.1-4.8; W1, bound by its arithmetic,
-  W1's three (8.36 -> 8.61 ms) keep ordinary stores (`MAX_STREAMED_COSTLY`);
+  sigmoid 5.3-6.3 -> 3.7-5.1, tanh 5.6-6.0 -> 4.1-4.8. W1's three per element keep
+  ordinary stores: bound by its arithmetic, it was slower streamed (8.36 -> 8.61 ms,
+  `MAX_STREAMED_COSTLY`);
 - the kernel streams one output, at the loop's own index, in order, so each line fills
   whole before the next: two outputs written half a line at a time (as the vectorized
   loop interleaves them) were 4-8x slower than ordinary stores on this VM (`relu(x)` and

@@ -535,13 +535,16 @@ def _copied(key: str, claimant: str, built: dict[str, bytes]) -> bytes | None:
         if obj is None and future is not None:
             try:
                 obj = future.result()
-            except (concurrent.futures.CancelledError, RuntimeError):
+            except Exception:   # noqa: BLE001  (compiled here instead, which reports it)
                 obj = None
         if obj is None:
             obj = disk_cache.load(claimant, FOLDER)
+    try:
+        obj = None if obj is None else same_code.renamed(obj, _symbol(claimant), _symbol(key))
+    except ValueError:   # not the object it should be: compiled here instead
+        obj = None
     if obj is None:
         return None
-    obj = same_code.renamed(obj, _symbol(claimant), _symbol(key))
     with _lock:
         stats["same_code"] += 1
     _remember(key, obj)

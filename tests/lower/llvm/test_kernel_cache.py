@@ -9,6 +9,7 @@ import re
 from typing import Any
 
 import numpy as np
+import pytest
 
 import fgrad
 import fgrad.lower  # noqa: F401  (registers the llvm compiler)
@@ -322,3 +323,18 @@ def test_compiles_switch_threads_quickly_and_give_the_interval_back():
     leave.set()
     thread.join(10)
     assert sys.getswitchinterval() == saved
+
+
+def test_same_code_claims_the_first_key_and_renames_only_a_matching_symbol():
+    from fgrad.lower.llvm import same_code
+    text = "define void @\"fgrad_kernel\"() { ret void }  ; a text no other test compiles"
+    assert same_code.claim(text, 2, "first") == "first"
+    assert same_code.claim(text, 2, "second") == "first"
+    assert same_code.claim(text, None, "other level") == "other level"
+    old, new = "fgk_" + "a" * 32, "fgk_" + "b" * 32
+    obj = b"\x7fELF..." + old.encode() + b"\0rest"
+    assert same_code.renamed(obj, old, new) == b"\x7fELF..." + new.encode() + b"\0rest"
+    with pytest.raises(ValueError):
+        same_code.renamed(obj, new, old)          # not in the object
+    with pytest.raises(ValueError):
+        same_code.renamed(obj, old, new + "x")    # the string table would move
