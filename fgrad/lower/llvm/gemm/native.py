@@ -66,8 +66,10 @@ def _c(v: int) -> ir.Constant:
 
 
 def _loop(b: ir.IRBuilder, lo: ir.Value, hi: ir.Value, step: int | ir.Value,
-          body: Callable[[ir.Value], None], label: str) -> None:
-    """for (i = lo; i < hi; i += step) body(i), emitted at the builder's position."""
+          body: Callable[[ir.Value], None], label: str,
+          flags: tuple[str, ...] = ("nsw",)) -> ir.Instruction:
+    """for (i = lo; i < hi; i += step) body(i), emitted at the builder's position (the
+    step's add with `flags`); returns the back edge's branch (for loop metadata)."""
     fn = b.function
     before = b.block
     head = fn.append_basic_block(f"{label}.head")
@@ -81,9 +83,10 @@ def _loop(b: ir.IRBuilder, lo: ir.Value, hi: ir.Value, step: int | ir.Value,
     b.position_at_end(inner)
     body(i)
     stride = step if isinstance(step, ir.Value) else _c(step)
-    i.add_incoming(b.add(i, stride, flags=("nsw",)), b.block)
-    b.branch(head)
+    i.add_incoming(b.add(i, stride, flags=flags), b.block)
+    backedge = b.branch(head)
     b.position_at_end(done)
+    return backedge
 
 
 def _smin(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:

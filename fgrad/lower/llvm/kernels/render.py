@@ -31,6 +31,7 @@ from fgrad.lower.kernel.pieces import (clamp_idle, decide, fixed_quotient, piece
                                        plain_sym, range_in, tile_width)
 from fgrad.lower.kernel.ir import (AccInit, AccRead, AccUpdate, Const, Expr, IndexPred,
                                    IndexValue, Kernel, Load, Loop, Op, Stmt, Store)
+from fgrad.lower.llvm.gemm.native import _loop as counted_loop
 from fgrad.lower.llvm.gemm.prepack import prepack_plan
 from fgrad.lower.llvm.blas import library_chunking, render_library_call
 from fgrad.lower.llvm.kernels import vmath as llvm_math
@@ -253,20 +254,7 @@ class _KernelRenderer(RowsRendering):
         """for (i = start; i < stop; i++) body(i); `s` is the kernel loop it renders (None:
         the outer loop of a tiled one), for LLVM's unrolling and interleaving hints;
         `unroll`: ask LLVM to unroll it fully (a constant trip count)."""
-        b = self.b
-        before = b.block
-        head = self.fn.append_basic_block(f"{name}.head")
-        loop_body = self.fn.append_basic_block(f"{name}.body")
-        done = self.fn.append_basic_block(f"{name}.done")
-        b.branch(head)
-        b.position_at_end(head)
-        i = b.phi(I64, name=name)
-        i.add_incoming(start, before)
-        b.cbranch(b.icmp_signed("<", i, stop), loop_body, done)
-        b.position_at_end(loop_body)
-        body(i)
-        i.add_incoming(b.add(i, _i64(1), flags=("nuw", "nsw")), b.block)
-        backedge = b.branch(head)
+        backedge = counted_loop(self.b, start, stop, 1, body, name, flags=("nuw", "nsw"))
         innermost = s is not None and not any(isinstance(t, Loop) for t in s.body)
         trips = (stop.constant - start.constant if isinstance(stop, ir.Constant)
                  and isinstance(start, ir.Constant) else INTERLEAVE_MIN_EXTENT)
@@ -276,10 +264,11 @@ class _KernelRenderer(RowsRendering):
                                             UNROLL_MAX_EXTENT)
                      or inner_trips(s) >= INTERLEAVE_MIN_EXTENT)
         if unroll:
-            backedge.set_metadata("llvm.loop", self.loop_id(head.name, 0, False, full=True))
+            backedge.set_metadata("llvm.loop", self.loop_id(backedge.operands[0].name, 0,
+                                                            False, full=True))
         elif interleave or no_unroll:
-            backedge.set_metadata("llvm.loop", self.loop_id(head.name, interleave, no_unroll))
-        b.position_at_end(done)
+            backedge.set_metadata("llvm.loop", self.loop_id(backedge.operands[0].name,
+                                                            interleave, no_unroll))
 
     def loop_id(self, name: str, interleave: int, no_unroll: bool, full: bool = False
                 ) -> ir.MDValue:
