@@ -429,11 +429,10 @@ class MathMixin:
     def matmul(self, x: Any, reverse: builtins.bool = False, dtype: Any = None) -> "Tensor":
         """Matrix product with NumPy's rules for 1-d operands and batch broadcasting; with
         `dtype`, both operands are cast to it first (the product's dtype)."""
-        from fgrad.core.methods.linalg_core import matmul
         a, b = (_tensor(x), self) if reverse else (self, _tensor(x))
         if dtype is not None:
             a, b = a.cast(dtype), b.cast(dtype)
-        return matmul(a, b)
+        return _linalg_core.matmul(a, b)
 
     def dot(self, w: Any, dtype: Any = None) -> "Tensor":
         """Alias of matmul (as in the reference)."""
@@ -466,3 +465,7 @@ def binary_op(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 __all__ = ["MathMixin", "broadcast_shapes", "broadcast_to", "coerce", "DType"]
+
+
+# linalg_core builds on this module: imported once it is complete (kernel/build.py's note)
+from fgrad.core.methods import linalg_core as _linalg_core  # noqa: E402

@@ -478,11 +478,9 @@ def build_kernel(sched: Schedule, step: KernelStep, names: Any = None
     """The kernel IR of `step` and the Vars bound to its parameters."""
     names = names or jaxpr_names(sched.jaxpr)
     if is_scatter_step(sched, step):
-        from fgrad.lower.kernel.build_scatter import build_scatter  # builds on this module
-        return build_scatter(sched, step, names)
+        return _scatter.build_scatter(sched, step, names)
     if step.is_rows:
-        from fgrad.lower.kernel.build_rows import build_rows  # it builds on this module
-        return build_rows(sched, step, names)
+        return _rows.build_rows(sched, step, names)
     if not step.is_reduce:
         tiled = _transpose_tiles(sched, step, names)
         if tiled is not None:
@@ -497,3 +495,9 @@ def build_kernel(sched: Schedule, step: KernelStep, names: Any = None
     plans = [pk + pr for pk in trailing_plans(kept)[:1] for pr in trailing_plans(step.axes)]
     plans += [tuple((a,) for a in kept) + pr for pr in trailing_plans(step.axes)]
     return _choose(lambda p: _register_reduce(sched, step, names, p), plans)
+
+
+# The row and scatter builders import this module's pieces; imported here, once those exist,
+# rather than inside build_kernel: an import on the first call compiles the module's source
+# then where no bytecode is cached (PYTHONDONTWRITEBYTECODE), inside the call's time.
+from fgrad.lower.kernel import build_rows as _rows, build_scatter as _scatter  # noqa: E402

@@ -27,6 +27,7 @@ from llvmlite import ir
 from fgrad.core.dtypes import dtypes
 from fgrad.core.ir import Eqn
 from fgrad.lower.kernel.ir import Kernel
+from fgrad.lower.llvm.sequences import render_sequence_op
 from fgrad.lower.schedule.gemm_layout import GemmDims, gemm_dims
 
 I8 = ir.IntType(8)
@@ -331,7 +332,6 @@ def render_library_call(module: ir.Module, name: str, eqn: Eqn, split: bool,
     from fgrad.lower.llvm.gemm.driver import render_native_gemm, render_native_gemm_rows
     from fgrad.lower.llvm.gemm.native import epilogue_row_scale, uses_native_gemm
     from fgrad.lower.llvm.lapack import render_lapack   # they import this module
-    from fgrad.lower.llvm.sequences import render_sequence_op
     from fgrad.lower.schedule.partition import SEQUENCE_OPS
     if eqn.primitive.name in SEQUENCE_OPS:
         return render_sequence_op(module, name, eqn)

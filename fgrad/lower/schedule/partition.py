@@ -474,9 +474,8 @@ def schedule(jaxpr: Jaxpr, half_native: bool = True, native_linalg: bool = True,
         name_vars(jaxpr, names)
     if g.jaxpr is not jaxpr:
         name_vars(g.jaxpr, names)  # names the packed operands after every original value
-    from fgrad.lower.schedule.regroup import regroup  # it builds on this module
     realized = realize(g)
-    steps = regroup(g, build_steps(g, realized), realized)
+    steps = _regroup.regroup(g, build_steps(g, realized), realized)
     return Schedule(g.jaxpr, tuple(steps), frozenset(realized), g.producers, names)
 
 
@@ -597,3 +596,5 @@ def pp_schedule(sched: Schedule) -> str:
         lines.append(f"  {step.name}: kernel {kind} {dtype}{_shape_text(step.shape)} "
                      f"({ins}) -> ({outs})  # {ops}")
     return "\n".join(lines)
+
+from fgrad.lower.schedule import regroup as _regroup  # noqa: E402 (it builds on this module)
