@@ -54,7 +54,8 @@ class Settings:
 class Row:
     """One line of the table: a label, and per contender a function giving ms per call.
 
-    `flops` (per call) adds a GFLOP/s figure; `unit` "us" prints microseconds per call.
+    `flops` (per call) adds a GFLOP/s figure; `unit` "us" prints microseconds per call;
+    `reference` names the entry the "vs NumPy" column divides by (NumPy unless a row says).
     """
 
     label: str
@@ -62,6 +63,7 @@ class Row:
     flops: float | None = None
     unit: str = "ms"
     results: dict[str, Result] = field(default_factory=dict)
+    reference: str = "numpy"
 
 
 def optional(name: str) -> Any:
@@ -164,6 +166,39 @@ def timed(factory: Callable[[], Call], settings: Settings, inner: int | None = N
     return measure
 
 
+def interleaved(factories: dict[str, Callable[[], Call]], settings: Settings
+                ) -> dict[str, Measure]:
+    """Measures of calls timed side by side: every round takes one sample of each in turn,
+    so the machine's drift over the case (other load, clock changes) moves them alike and
+    their ratio is steadier than that of two cases timed minutes apart. The first measure
+    run times them all; each then gives its own median (or min)."""
+    results: dict[str, float] = {}
+
+    def run_all() -> None:
+        calls = {name: factory() for name, factory in factories.items()}
+        for call in calls.values():
+            call()
+        time.sleep(settings.settle_s)
+        first = max(_seconds(call, 1) for call in calls.values())
+        loop = max(1, min(MAX_INNER, round(settings.min_sample_s / max(first, 1e-9))))
+        rounds = max(1, min(3 * settings.repeats,
+                            int(settings.budget_s / (first * loop * len(calls)))))
+        samples: dict[str, list[float]] = {name: [] for name in calls}
+        for r in range(rounds):   # the order turns every round: no call always goes first
+            for name, call in (list(calls.items())[::-1] if r % 2 else calls.items()):
+                samples[name].append(_seconds(call, loop))
+        pick = min if settings.stat == "min" else statistics.median
+        results.update({name: pick(s) * 1e3 for name, s in samples.items()})
+
+    def measure_of(name: str) -> Measure:
+        def measure() -> float:
+            if name not in results:
+                run_all()
+            return results.pop(name)
+        return measure
+    return {name: measure_of(name) for name in factories}
+
+
 def short_error(exc: BaseException) -> str:
     """'error: <type>: <first line of the message>', cut to a table cell."""
     lines = str(exc).strip().splitlines()
@@ -186,11 +221,12 @@ def run_row(row: Row, settings: Settings) -> Row:
 
 
 def ratios(row: Row, name: str) -> tuple[float | None, float | None]:
-    """(time / NumPy time, time / fastest anchor time); None where either is missing."""
+    """(time / NumPy time (the row's reference), time / fastest anchor time); None where
+    either is missing."""
     value = row.results.get(name)
     if not isinstance(value, float):
         return None, None
-    ref = row.results.get("numpy")
+    ref = row.results.get(row.reference)
     anchors = [v for k, v in row.results.items() if k in ANCHORS and isinstance(v, float)]
     vs_numpy = value / ref if isinstance(ref, float) else None
     return vs_numpy, (value / min(anchors) if anchors else None)

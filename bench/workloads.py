@@ -14,7 +14,8 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 import fgrad
 from fgrad import Tensor
-from harness import Row, Settings, fgrad_backends, fgrad_place, fgrad_sync, optional, timed
+from harness import (Row, Settings, fgrad_backends, fgrad_place, fgrad_sync, interleaved,
+                     optional, timed)
 
 torch = optional("torch")
 jax = optional("jax")
@@ -140,7 +141,27 @@ def w3(sizes: list[int], settings: Settings) -> list[Row]:
         c = rng.standard_normal(n).astype(np.float32)
         rows.append(array_row(f"W3 relu(a@b+c) n={n} f32", [a, b, c], EPILOGUE, settings,
                               flops=2.0 * n**3))
+        if "llvm" in fgrad_backends():
+            rows.append(epilogue_pair(n, [a, b, c], settings))
     return rows
+
+
+def epilogue_pair(n: int, arrays: list[np.ndarray], settings: Settings) -> Row:
+    """The epilogue goal as one row: fgrad-llvm's relu(a@b+c) and a@b on the same data,
+    timed interleaved (harness.interleaved); its "vs NumPy" column is the fused call's time
+    over the plain product's."""
+    a, b, c = arrays
+
+    def build(fn: Callable[..., Any], xs: list[np.ndarray]) -> Callable[[], Callable[[], Any]]:
+        def call() -> Callable[[], Any]:
+            jf, ts = fgrad.jit(fn), [Tensor(x) for x in xs]
+            return lambda: fgrad_sync(jf(*ts))
+        return call
+    plain = "fgrad-llvm a@b"
+    measures = interleaved({plain: build(lambda a, b: a @ b, [a, b]),
+                            "fgrad-llvm": build(EPILOGUE["fgrad"], [a, b, c])}, settings)
+    return Row(f"W3 relu(a@b+c) vs a@b n={n} f32, interleaved (vs NumPy: vs fgrad's a@b)",
+               measures, flops=2.0 * n**3, reference=plain)
 
 
 BF16_MATMUL = {"numpy": lambda a, b: (a.astype(np.float32) @ b.astype(np.float32)).astype(BF16),
