@@ -211,18 +211,25 @@ TWO_PHASES = {"x - max": (lambda v: v - v.max(axis=1, keepdim=True),
 
 
 @pytest.mark.parametrize("name", sorted(TWO_PHASES))
-@pytest.mark.parametrize("rows", [2, 257])
+@pytest.mark.parametrize("rows,cols,dtype,blocks", [
+    (2, 1024, np.float32, False), (257, 1024, np.float32, True), (300, 1040, np.float32, True),
+    (1200, 272, np.float32, True), (512, 520, np.float64, True)])
 def test_a_reduction_then_its_streamed_row_is_right(stream_everything: None, name: str,
-                                                    rows: int) -> None:
+                                                    rows: int, cols: int, dtype: Any,
+                                                    blocks: bool) -> None:
     """A row kernel of two phases, a reduction and the streamed row that uses it: the row
     loop is the pipeline's carrier and its last phase at once. Streamed one row late it
-    was never written (all but each chunk's last row read 0, 4096 x 4096 included)."""
+    was never written (all but each chunk's last row read 0, 4096 x 4096 included). Split
+    over threads, the next row's reduction rides in it and it streams by stack blocks
+    (its loop vectorized): whole blocks and partial last blocks."""
     fn, reference = TWO_PHASES[name]
-    x = RNG.standard_normal((rows, 1024)).astype(np.float32)
+    x = RNG.standard_normal((rows, cols)).astype(dtype)
     (kernel,) = kernels_of(fn, Tensor(x))
     assert streaming.streamed_outputs(kernel)
+    assert ("i1.block.head" in fgrad.jit(fn).lower(Tensor(x)).as_text()) == blocks
     got = fgrad.jit(fn)(Tensor(x)).numpy()
-    np.testing.assert_allclose(got, reference(x), rtol=1e-5, atol=1e-6)
+    tol = 1e-5 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(got, reference(x.astype(np.float64)), rtol=tol, atol=tol)
 
 
 @pytest.mark.parametrize("name", sorted(LATE))

@@ -148,17 +148,18 @@ class RowsRendering:
         False when it does not."""
         if self.late_rider is None or self.late_rider[0] is not s:
             return False
-        self.streamed_blocks(s, _i64(0), _i64(s.sym.extent), "late_block")
+        self.streamed_blocks(s, _i64(0), _i64(s.sym.extent), "late_block", self.late_row)
         return True
 
     def streamed_blocks(self, s: Loop, first: ir.Value, last: ir.Value,
-                        name: str = "stream_block") -> None:
+                        name: str = "stream_block", row: ir.Value | None = None) -> None:
         """Iterations [first, last) (whole lines) of loop `s` by blocks of `BLOCK_BYTES` of
         output: the vectorized loop writes a block's values to a stack block with plain
         stores (the late phase riding in a carrier, or a streamed elementwise loop with
         transcendentals, whose line of elements unrolled stayed scalar code: LLVM's SLP
         vectorizer does not pack the exp's selects and integer steps), then
-        `stream_block` streams it out."""
+        `stream_block` streams it out (into output row `row` of a pipelined kernel, the
+        row before's for a late phase; else the current one)."""
         store = self.streamed_store
         assert store is not None
         b = self.b
@@ -176,7 +177,7 @@ class RowsRendering:
             self.late_block = (block, start)
             self.counted(f"{s.sym.name}.in", start, stop, s, lambda i: self.loop_body(s, i))
             self.late_block = None
-            self.stream_block(block, start, stop, store)
+            self.stream_block(block, start, stop, store, row)
         blocks = b.udiv(b.add(b.sub(last, first), _i64(width - 1)), _i64(width))
         self.counted(f"{s.sym.name}.block", _i64(0), blocks, None, one_block)
 
@@ -189,9 +190,10 @@ class RowsRendering:
         return self.b.gep(block, [at], inbounds=True)
 
     def stream_block(self, block: ir.Value, start: ir.Value, stop: ir.Value,
-                     store: Store) -> None:
-        """Copy the stack block [start, stop) of the row before's output into the output,
-        a line per aligned vector load and streaming store."""
+                     store: Store, row: ir.Value | None = None) -> None:
+        """Copy the stack block [start, stop) of output row `row` (None: the current
+        row, or no rows) into the output, a line per aligned vector load and streaming
+        store."""
         b = self.b
         dtype = self.kernel.params[store.buf].dtype
         lanes = LINE_BYTES // dtype.itemsize
@@ -206,8 +208,8 @@ class RowsRendering:
             source = b.bitcast(b.gep(block, [first], inbounds=True), line.as_pointer())
             kept = dict(self.syms), self.values, self.indices
             self.values, self.indices = {}, {}
-            if outer is not None:
-                self.syms[outer.sym] = self.late_row
+            if outer is not None and row is not None:
+                self.syms[outer.sym] = row
             self.syms[late.sym] = b.add(start, first, flags=NSW)
             target = b.bitcast(self.pointer(store.buf, store.index), line.as_pointer())
             self.syms, self.values, self.indices = kept
