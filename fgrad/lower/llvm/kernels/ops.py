@@ -397,7 +397,7 @@ OPS: dict[str, Rule] = {
     "neg": _neg, "exp": lambda em, a, dt, od: llvm_math.exp(em, a[0]),
     "expm1": lambda em, a, dt, od: llvm_math.expm1(em, a[0]),
     "tanh": lambda em, a, dt, od: llvm_math.tanh(em, a[0]), "logistic": _logistic,
-    "log": _intrinsic("llvm.log"), "sin": _intrinsic("llvm.sin"),
+    "log": lambda em, a, dt, od: llvm_math.log(em, a[0]), "sin": _intrinsic("llvm.sin"),
     "cos": _intrinsic("llvm.cos"), "tan": _libm("tan"), "log1p": _libm("log1p"),
     "erf": _libm("erf"), "sqrt": _intrinsic("llvm.sqrt"), "rsqrt": _rsqrt, "abs": _abs,
     "sign": _sign, "floor": _intrinsic("llvm.floor"), "ceil": _intrinsic("llvm.ceil"),
