@@ -261,6 +261,26 @@ def test_log_stays_within_3_ulp(dtype: Any) -> None:
     assert "@logf" not in text and "@log(" not in text and "@llvm.log." not in text
 
 
+def test_float32_erf_stays_within_3_ulp() -> None:
+    """vmath.erf (docs/fit_erf.py's fits) against math.erf: both forms' ranges and the
+    point between them, denormals, signed zeros, the saturation at 1, NaN and infinities;
+    vectorized. float64 keeps the C library's erf."""
+    import math
+    x = np.concatenate([[np.nan, 0.0, -0.0, np.inf, -np.inf, 1e-40, -1e-40, 0.875, -0.875,
+                         0.87499994, 3.92, -3.9199998], np.linspace(-6, 6, 60001),
+                        np.geomspace(1e-38, 1, 10001), -np.geomspace(1e-38, 1, 1001)])
+    x = x.astype(np.float32)
+    ref = np.array([math.erf(float(v)) if not np.isnan(v) else np.nan for v in x])
+    got = llvm(lambda t: t.erf(), Tensor(x)).numpy()
+    assert _ulps(got, ref.astype(np.longdouble), np.float32) <= 3.0
+    np.testing.assert_array_equal(np.signbit(got[x == 0]), np.signbit(x[x == 0]))
+    jaxpr, _ = open_jaxpr(fgrad.make_jaxpr(lambda t: t.erf())(Tensor(x[:4096])))
+    assert "@erff" not in optimized_ir(plan(jaxpr))
+    wide = np.linspace(-6, 6, 1001)
+    np.testing.assert_allclose(llvm(lambda t: t.erf(), Tensor(wide)).numpy(),
+                               [math.erf(v) for v in wide], rtol=1e-15, atol=1e-16)
+
+
 def test_fused_elementwise_kernel_is_vectorized() -> None:
     jaxpr, _ = open_jaxpr(fgrad.make_jaxpr(w1)(Tensor(np.ones(4096, np.float32))))
     text = optimized_ir(plan(jaxpr))

@@ -1,4 +1,4 @@
-"""Vectorizable transcendentals for the LLVM backend: exp, expm1, tanh and log as plain IR.
+"""Vectorizable transcendentals for the LLVM backend: exp, expm1, tanh, log, erf as plain IR.
 
 In: an `Emitter` (builder + intrinsic helper) and a float/double register value.
 Out: the function value, built from adds, multiplies, selects and bit operations only, so
@@ -248,3 +248,39 @@ def log(em: Any, x: ir.Value) -> ir.Value:
     out = b.select(b.fcmp_ordered("<", x, _c(x, 0.0)), _c(x, float("nan")), out)
     special = b.or_(b.fcmp_unordered("uno", x, x), b.fcmp_ordered("==", x, _c(x, float("inf"))))
     return b.select(special, x, out)
+
+
+# float32 erf (docs/fit_erf.py makes these, lowest degree first): erf(x) = x + x q(x^2)
+# below ERF_NEAR; beyond, 1 - exp(-x^2) R(w), w = 1 / (1 + |x| / 2), up to ERF_ONE, where
+# float32 erf rounds to 1
+ERF_NEAR, ERF_ONE = 0.875, 3.92
+ERF_Q = (0.12837915726627142, -0.3761254905301069, 0.11282440986166527,
+         -0.026790948579711933, 0.005031424419247766, -0.0006199344732683705)
+ERF_R = (0.0006648105720863496, 0.272847367370564, 0.3350420898177308, 0.08916827356964846,
+         0.42324784414453165, -0.07377438905762658, -0.04780249421044004)
+
+
+def _polynomial(em: Any, coefficients: tuple[float, ...], t: ir.Value) -> ir.Value:
+    """sum c_i t^i (lowest degree first), by Horner's rule with FMAs."""
+    p = _c(t, coefficients[-1])
+    for c in coefficients[-2::-1]:
+        p = _muladd(em, p, t, _c(t, c))
+    return p
+
+
+def erf(em: Any, x: ir.Value) -> ir.Value | None:
+    """The error function of a float (within 1 ulp in float32 arithmetic, per the fit's
+    test; both forms computed and one selected, so the loop vectorizes): None for double,
+    which keeps the C library's."""
+    if isinstance(x.type, ir.DoubleType):
+        return None
+    b = em.b
+    a = em.intrinsic("llvm.fabs", [x])
+    u = b.fmul(x, x)
+    near = _muladd(em, x, _polynomial(em, ERF_Q, u), x)
+    w = b.fdiv(_c(x, 1.0), _muladd(em, a, _c(x, 0.5), _c(x, 1.0)))
+    tail = b.fmul(exp_nonpositive(em, b.fneg(u)), _polynomial(em, ERF_R, w))
+    far = b.fsub(_c(x, 1.0), tail)
+    far = b.select(b.fcmp_ordered(">=", a, _c(x, ERF_ONE)), _c(x, 1.0), far)  # NaN: far
+    far = em.intrinsic("llvm.copysign", [far, x])
+    return b.select(b.fcmp_ordered("<", a, _c(x, ERF_NEAR)), near, far)
