@@ -261,6 +261,28 @@ def test_log_stays_within_3_ulp(dtype: Any) -> None:
     assert "@logf" not in text and "@log(" not in text and "@llvm.log." not in text
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["f32", "f64"])
+def test_log1p_stays_within_3_ulp(dtype: Any) -> None:
+    """vmath.log1p against long double NumPy: -1 (-inf), below it (NaN), signed zeros,
+    tiny arguments (where 1 + x rounds to 1), near -1, denormals, the largest float; and
+    softplus, which takes two, vectorized."""
+    info = np.finfo(dtype)
+    x = np.concatenate([[np.nan, -1.0, -2.0, -np.inf, np.inf, 0.0, -0.0, info.tiny, -info.tiny,
+                         info.smallest_subnormal, info.max, 1e-30, -1e-30],
+                        np.linspace(-1, 10, 20001), np.linspace(-1e-3, 1e-3, 4001),
+                        np.linspace(-1, -0.999, 2001),
+                        np.geomspace(float(info.smallest_subnormal), float(info.max), 10001),
+                        -np.geomspace(float(info.smallest_subnormal), 0.999, 10001)]).astype(dtype)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ref = np.log1p(x.astype(np.longdouble))
+    got = llvm(lambda t: REGISTRY["log1p"].bind(t), Tensor(x)).numpy()
+    assert _ulps(got, ref, dtype) <= 3.0
+    np.testing.assert_array_equal(np.signbit(got[x == 0]), np.signbit(x[x == 0]))
+    jaxpr, _ = open_jaxpr(fgrad.make_jaxpr(lambda t: t.softplus())(Tensor(x[:4096])))
+    text = optimized_ir(plan(jaxpr))
+    assert "@log1p" not in text and (" x float>" in text or " x double>" in text)
+
+
 def test_float32_erf_stays_within_3_ulp() -> None:
     """vmath.erf (docs/fit_erf.py's fits) against math.erf: both forms' ranges and the
     point between them, denormals, signed zeros, the saturation at 1, NaN and infinities;
