@@ -283,6 +283,25 @@ def test_log1p_stays_within_3_ulp(dtype: Any) -> None:
     assert "@log1p" not in text and (" x float>" in text or " x double>" in text)
 
 
+@pytest.mark.parametrize("exponent", [3, 4.0])
+def test_cube_and_fourth_power_are_products(exponent: Any) -> None:
+    """x ** 3 and x ** 4 multiply (as jax.lax.integer_pow does), vectorized, within 2 ulp
+    of long double, with pow's infinities, NaN and signed zeros; x ** 2.5 keeps pow."""
+    x = np.concatenate([[np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-20, -1e-20, 3e12, -3e12],
+                        RNG.standard_normal(20000) * 10]).astype(np.float32)
+    got = llvm(lambda t: t ** exponent, Tensor(x)).numpy()
+    with np.errstate(over="ignore", under="ignore"):
+        ref = np.power(x.astype(np.longdouble), exponent)
+    assert _ulps(got, ref, np.float32) <= 2.0
+    rounded = ref.astype(np.float32)
+    np.testing.assert_array_equal(np.signbit(got[rounded == 0]), np.signbit(rounded[rounded == 0]))
+    jaxpr, _ = open_jaxpr(fgrad.make_jaxpr(lambda t: t ** exponent)(Tensor(x[:4096])))
+    assert "@powf" not in optimized_ir(plan(jaxpr))
+    jaxpr, _ = open_jaxpr(fgrad.make_jaxpr(lambda t: t ** 2.5)(Tensor(x[:4096])))
+    text = optimized_ir(plan(jaxpr))
+    assert "@powf" in text or "@llvm.pow" in text
+
+
 def test_float32_erf_stays_within_3_ulp() -> None:
     """vmath.erf (docs/fit_erf.py's fits) against math.erf: both forms' ranges and the
     point between them, denormals, signed zeros, the saturation at 1, NaN and infinities;

@@ -267,7 +267,14 @@ def _int_pow(em: Emitter, x: ir.Value, y: ir.Value, dt: DType) -> ir.Value:
 
 
 def _pow(em: Emitter, a: list[ir.Value], dt: DType, od: DType) -> ir.Value:
-    return em.intrinsic("llvm.pow", a) if dt.is_float else _int_pow(em, a[0], a[1], dt)
+    if not dt.is_float:
+        return _int_pow(em, a[0], a[1], dt)
+    x, y = a
+    exponent = y.constant if isinstance(y, ir.Constant) else None
+    if exponent in (3.0, 4.0):   # x ** 3 as jax.lax.integer_pow: products, within ~1 ulp
+        square = em.b.fmul(x, x)   # (the C library's pow kept the loop scalar: 4.2 ns each)
+        return em.b.fmul(square, x if exponent == 3.0 else square)
+    return em.intrinsic("llvm.pow", a)
 
 
 def _extremum(which: str) -> Rule:
