@@ -364,8 +364,7 @@ def convert(em: Emitter, x: ir.Value, src: DType, dst: DType) -> ir.Value:
             return x
         return b.fpext(x, to) if isinstance(to, ir.DoubleType) else b.fptrunc(x, to)
     if src.is_float:
-        sat = "llvm.fptoui.sat" if dst.is_unsigned else "llvm.fptosi.sat"
-        return em.intrinsic(sat, [x], to)
+        return _float_to_int(em, x, to, dst.is_unsigned)
     if dst.is_float:
         return b.uitofp(x, to) if src.is_unsigned else b.sitofp(x, to)
     if to.width < x.type.width:
@@ -373,6 +372,28 @@ def convert(em: Emitter, x: ir.Value, src: DType, dst: DType) -> ir.Value:
     if to.width == x.type.width:
         return x
     return b.zext(x, to) if src.is_unsigned else b.sext(x, to)
+
+
+def _float_to_int(em: Emitter, x: ir.Value, to: ir.IntType, unsigned: bool) -> ir.Value:
+    """x truncated toward zero into `to`, saturating at its limits, NaN to 0 (LLVM's
+    fptosi.sat / fptoui.sat, whose vector form x86 code generation scalarizes: a compare,
+    a conversion and two cmovs per element; f32 -> i32 of 4096^2 took 23 ms). Here the
+    conversion only sees values in range, and selects give the limits and NaN's 0."""
+    b = em.b
+    low = 0.0 if unsigned else -2.0 ** (to.width - 1)
+    high = 2.0 ** to.width if unsigned else 2.0 ** (to.width - 1)   # exact in every float
+    above = b.fcmp_ordered(">=", x, _c_like(x, high))
+    below = b.fcmp_ordered("<", x, _c_like(x, low))
+    inside = b.select(b.or_(above, below), _c_like(x, 0.0), x)   # NaN: fptosi of NaN
+    inside = b.select(b.fcmp_unordered("uno", x, x), _c_like(x, 0.0), inside)
+    converted = b.fptoui(inside, to) if unsigned else b.fptosi(inside, to)
+    top = ir.Constant(to, (1 << to.width) - 1 if unsigned else (1 << (to.width - 1)) - 1)
+    bottom = ir.Constant(to, 0 if unsigned else -(1 << (to.width - 1)))
+    return b.select(above, top, b.select(below, bottom, converted))
+
+
+def _c_like(x: ir.Value, v: float) -> ir.Constant:
+    return ir.Constant(x.type, v)
 
 
 def _to_float_rounded_to_odd(em: Emitter, wide: ir.Value) -> ir.Value:
