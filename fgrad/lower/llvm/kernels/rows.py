@@ -22,7 +22,7 @@ from typing import Any, Callable
 
 from llvmlite import ir
 
-from fgrad.lower.kernel.ir import Loop, Store
+from fgrad.lower.kernel.ir import AccInit, Loop, Store
 from fgrad.lower.kernel.row_pipeline import RowPipeline
 from fgrad.lower.kernel.streaming import LINE_BYTES, line_elements
 from fgrad.lower.llvm.kernels.ops import I64, acc_initial, acc_slots, mem_type
@@ -75,6 +75,11 @@ class RowsRendering:
                 or plan.carrier is last \
                 or last.sym.extent != plan.carrier.sym.extent \
                 or last.sym.extent % line_elements(self.kernel, self.streamed):
+            return None
+        # nor where a phase between the carrier and the last one starts accumulators (a
+        # layernorm's gradient): their slots and values are not yet there in the carrier
+        after = plan.rest[plan.rest.index(plan.carrier) + 1:]
+        if any(isinstance(s, (AccInit, Loop)) for s in after[:-1]):
             return None
         return last
 
