@@ -76,8 +76,8 @@ class RowsRendering:
                 or last.sym.extent != plan.carrier.sym.extent \
                 or last.sym.extent % line_elements(self.kernel, self.streamed):
             return None
-        # nor where a phase between the carrier and the last one starts accumulators (a
-        # layernorm's gradient): their slots and values are not yet there in the carrier
+        # nor where another phase runs between the carrier and the last one (a layernorm's
+        # gradient starts an accumulator there): what it makes is not there in the carrier
         after = plan.rest[plan.rest.index(plan.carrier) + 1:]
         if any(isinstance(s, (AccInit, Loop)) for s in after[:-1]):
             return None
