@@ -155,6 +155,14 @@ def _intrinsic(name: str) -> Rule:
     return lambda em, a, dt, od: em.intrinsic(name, a)
 
 
+def _sin_cos(cosine: bool) -> Rule:
+    """float32 sin / cos as vectorizable IR (vmath.sin_cos); double: LLVM's intrinsic."""
+    def rule(em: Emitter, a: list[ir.Value], dt: DType, od: DType) -> ir.Value:
+        return llvm_math.sin_cos(em, a[0], cosine) or \
+            em.intrinsic("llvm.cos" if cosine else "llvm.sin", a)
+    return rule
+
+
 def _libm(name: str) -> Rule:
     return lambda em, a, dt, od: em.libm(name, a)
 
@@ -425,8 +433,8 @@ OPS: dict[str, Rule] = {
     "neg": _neg, "exp": lambda em, a, dt, od: llvm_math.exp(em, a[0]),
     "expm1": lambda em, a, dt, od: llvm_math.expm1(em, a[0]),
     "tanh": lambda em, a, dt, od: llvm_math.tanh(em, a[0]), "logistic": _logistic,
-    "log": lambda em, a, dt, od: llvm_math.log(em, a[0]), "sin": _intrinsic("llvm.sin"),
-    "cos": _intrinsic("llvm.cos"), "tan": _libm("tan"),
+    "log": lambda em, a, dt, od: llvm_math.log(em, a[0]), "sin": _sin_cos(False),
+    "cos": _sin_cos(True), "tan": _libm("tan"),
     "log1p": lambda em, a, dt, od: llvm_math.log1p(em, a[0]),
     "erf": lambda em, a, dt, od: llvm_math.erf(em, a[0]) or em.libm("erf", a),
     "sqrt": _intrinsic("llvm.sqrt"), "rsqrt": _rsqrt, "abs": _abs,
