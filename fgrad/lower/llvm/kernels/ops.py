@@ -282,7 +282,7 @@ def _pow(em: Emitter, a: list[ir.Value], dt: DType, od: DType) -> ir.Value:
     if exponent in (3.0, 4.0):   # x ** 3 as jax.lax.integer_pow: products, within ~1 ulp
         square = em.b.fmul(x, x)   # (the C library's pow kept the loop scalar: 4.2 ns each)
         return em.b.fmul(square, x if exponent == 3.0 else square)
-    return em.intrinsic("llvm.pow", a)
+    return llvm_math.pow_float(em, x, y) or em.intrinsic("llvm.pow", a)
 
 
 def _extremum(which: str) -> Rule:

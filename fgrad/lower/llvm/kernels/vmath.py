@@ -455,3 +455,29 @@ def _series(em: Any, z: ir.Value, first: int, count: int) -> ir.Value:
     (cos(r) - 1) / r^2 (first 2), in z = r^2."""
     return _polynomial(em, tuple((-1.0) ** (j + 1) / factorial(first + 2 * j)
                                  for j in range(count)), z)
+
+
+def pow_float(em: Any, x: ir.Value, y: ir.Value) -> ir.Value | None:
+    """x ** y for float32 as exp(y log|x|) in double (the product's error stays far below a
+    float's ulp unless the result overflows anyway), then C99's special values: y = 0 or x = 1
+    give 1, (-1) ** +-inf is 1, a finite negative x gives NaN for a y that is no integer,
+    and x's sign stays for an odd one. None for double, which keeps the C library's."""
+    if not isinstance(x.type, ir.FloatType):
+        return None
+    b = em.b
+    d = ir.DoubleType()
+    a = em.intrinsic("llvm.fabs", [x])
+    wide = exp(em, b.fmul(b.fpext(y, d), log(em, b.fpext(a, d))))
+    value = b.fptrunc(wide, x.type)
+    integral = b.fcmp_ordered("==", em.intrinsic("llvm.trunc", [y]), y)
+    half = b.fmul(y, _c(y, 0.5))
+    odd = b.and_(integral, b.fcmp_ordered("!=", em.intrinsic("llvm.trunc", [half]), half))
+    sign = b.icmp_signed("<", b.bitcast(x, I32), ir.Constant(I32, 0))   # -0 and -inf too
+    value = b.select(b.and_(sign, odd), b.fneg(value), value)
+    negative = b.and_(b.fcmp_ordered("<", x, _c(x, 0.0)),
+                      b.fcmp_ordered("!=", x, _c(x, float("-inf"))))   # (-inf) ** 0.5 = inf
+    value = b.select(b.and_(negative, b.not_(integral)), _c(x, float("nan")), value)
+    one = b.or_(b.fcmp_ordered("==", y, _c(y, 0.0)), b.fcmp_ordered("==", x, _c(x, 1.0)))
+    unit = b.and_(b.fcmp_ordered("==", x, _c(x, -1.0)),
+                  b.fcmp_ordered("==", em.intrinsic("llvm.fabs", [y]), _c(y, float("inf"))))
+    return b.select(b.or_(one, unit), _c(x, 1.0), value)
