@@ -163,6 +163,11 @@ def _sin_cos(cosine: bool) -> Rule:
     return rule
 
 
+def _atan2(em: Emitter, a: list[ir.Value], dt: DType, od: DType) -> ir.Value:
+    """float32 atan2 as vectorizable IR (vmath.atan2); double: the C library's."""
+    return llvm_math.atan2(em, a[0], a[1]) or em.libm("atan2", a)
+
+
 def _libm(name: str) -> Rule:
     return lambda em, a, dt, od: em.libm(name, a)
 
@@ -443,7 +448,7 @@ OPS: dict[str, Rule] = {
     "round": _intrinsic("llvm.roundeven"), "not": _not, "is_nan": _is_nan,
     "stop_gradient": lambda em, a, dt, od: a[0],
     "add": _add, "sub": _sub, "mul": _mul, "div": _div, "rem": _rem, "pow": _pow,
-    "max": _extremum("max"), "min": _extremum("min"), "atan2": _libm("atan2"),
+    "max": _extremum("max"), "min": _extremum("min"), "atan2": _atan2,
     "and": lambda em, a, dt, od: em.b.and_(*a), "or": lambda em, a, dt, od: em.b.or_(*a),
     "xor": lambda em, a, dt, od: em.b.xor(*a),
     "shift_left": _shift(True), "shift_right": _shift(False),

@@ -481,3 +481,36 @@ def pow_float(em: Any, x: ir.Value, y: ir.Value) -> ir.Value | None:
     unit = b.and_(b.fcmp_ordered("==", x, _c(x, -1.0)),
                   b.fcmp_ordered("==", em.intrinsic("llvm.fabs", [y]), _c(y, float("inf"))))
     return b.select(b.or_(one, unit), _c(x, 1.0), value)
+
+
+ATAN_TERMS = 11   # atan(t) = t (1 - t^2/3 + ...) through t^22 / 23 (|t| <= tan(pi/8): 2e-10)
+
+
+def atan2(em: Any, y: ir.Value, x: ir.Value) -> ir.Value | None:
+    """atan2(y, x) of float32s, in double: t = min(|x|,|y|) / max(|x|,|y|) in [0, 1], past
+    tan(pi/8) moved to (t - 1) / (t + 1) around pi/4, the Taylor series of atan, then the
+    octant's pi/2 - and pi - and y's sign; both zero or both infinite as C99 (0 or pi, pi/4
+    or 3 pi/4). None for double, which keeps the C library's."""
+    if not isinstance(x.type, ir.FloatType):
+        return None
+    b = em.b
+    d = ir.DoubleType()
+    ax, ay = (b.fpext(em.intrinsic("llvm.fabs", [v]), d) for v in (x, y))
+    swap = b.fcmp_ordered(">", ay, ax)
+    ratio = b.fdiv(b.select(swap, ax, ay), b.select(swap, ay, ax))
+    both_zero = b.and_(b.fcmp_ordered("==", ax, _c(ax, 0.0)), b.fcmp_ordered("==", ay, _c(ay, 0.0)))
+    t = b.select(b.fcmp_ordered("==", ax, ay), _c(ax, 1.0), ratio)
+    t = b.select(both_zero, _c(ax, 0.0), t)
+    past = b.fcmp_ordered(">", t, _c(t, 0.41421356237309503))
+    t = b.select(past, b.fdiv(b.fsub(t, _c(t, 1.0)), b.fadd(t, _c(t, 1.0))), t)
+    z = b.fmul(t, t)
+    series = _polynomial(em, tuple((-1.0) ** k / (2 * k + 1) for k in range(1, ATAN_TERMS + 1)),
+                         z)
+    angle = _muladd(em, b.fmul(t, z), series, t)
+    angle = b.select(past, b.fadd(angle, _c(angle, 0.7853981633974483)), angle)
+    angle = b.select(swap, b.fsub(_c(angle, 1.5707963267948966), angle), angle)
+    x_negative = b.icmp_signed("<", b.bitcast(x, I32), ir.Constant(I32, 0))   # -0 too
+    angle = b.select(x_negative, b.fsub(_c(angle, 3.141592653589793), angle), angle)
+    angle = em.intrinsic("llvm.copysign", [b.fptrunc(angle, x.type), y])
+    unordered = b.fcmp_unordered("uno", x, y)
+    return b.select(unordered, _c(x, float("nan")), angle)
