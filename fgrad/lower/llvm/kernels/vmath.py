@@ -265,10 +265,7 @@ def _log_core(em: Any, x: ir.Value) -> ir.Value:
     k_f = b.fsub(b.sitofp(k, x.type), b.select(tiny, _c(x, float(boost)), _c(x, 0.0)))
     s = b.fdiv(b.fsub(m, _c(x, 1.0)), b.fadd(m, _c(x, 1.0)))
     z = b.fmul(s, s)
-    terms = LOG_TERMS[width]
-    p = _c(x, 1.0 / (2 * terms + 1))
-    for n in range(terms - 1, 0, -1):
-        p = _muladd(em, p, z, _c(x, 1.0 / (2 * n + 1)))
+    p = _polynomial(em, tuple(1.0 / (2 * n + 1) for n in range(1, LOG_TERMS[width] + 1)), z)
     two_s = b.fmul(s, _c(x, 2.0))
     log_m = _muladd(em, b.fmul(two_s, z), p, two_s)
     low = _muladd(em, k_f, _c(x, f.ln2_lo), log_m)
