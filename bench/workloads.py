@@ -110,15 +110,20 @@ def layernorm_jax(x: Any) -> Any:
 
 
 def w2(n: int, settings: Settings) -> list[Row]:
-    """W2: row softmax and layernorm of an n x n float32 matrix."""
+    """W2: row softmax, layernorm and a transposed elementwise op of an n x n float32
+    matrix."""
     x = np.random.default_rng(0).standard_normal((n, n)).astype(np.float32)
     softmax = {"numpy": softmax_numpy, "torch": lambda x: torch.softmax(x, -1),
                "jax": lambda x: jax.nn.softmax(x, axis=-1), "fgrad": lambda x: x.softmax(-1)}
     layernorm = {"numpy": layernorm_numpy,
                  "torch": lambda x: torch.nn.functional.layer_norm(x, (n,), eps=EPS),
                  "jax": layernorm_jax, "fgrad": lambda x: x.layernorm(-1, eps=EPS)}
+    # torch's x.T + 1 keeps the transposed strides (nothing moves): made contiguous here
+    transposed = {"numpy": lambda x: x.T + 1, "torch": lambda x: (x.T + 1).contiguous(),
+                  "jax": lambda x: x.T + 1, "fgrad": lambda x: x.T + 1}
     return [array_row(f"W2 row softmax {n}x{n} f32", [x], softmax, settings),
-            array_row(f"W2 row layernorm {n}x{n} f32", [x], layernorm, settings)]
+            array_row(f"W2 row layernorm {n}x{n} f32", [x], layernorm, settings),
+            array_row(f"W2 transposed x.T + 1 {n}x{n} f32", [x], transposed, settings)]
 
 
 # ----------------------------------------------------------------- W3 matmul

@@ -36,6 +36,7 @@ from fgrad.lower.llvm.gemm.prepack import prepack_plan
 from fgrad.lower.llvm.blas import library_chunking, render_library_call
 from fgrad.lower.llvm.kernels import vmath as llvm_math
 from fgrad.lower.llvm.kernels.rows import RowsRendering
+from fgrad.lower.llvm.kernels.tiles import stage_loads, transposed_loads
 from fgrad.lower.llvm.kernels.ops import (I1, I64, OPS, Emitter, acc_initial, acc_slots, const,
                                   mem_type, nan_key, reg_type)
 from fgrad.lower.llvm.threads import (Call, chunking, emit_calls, entry_names, plan_parts,
@@ -101,6 +102,7 @@ class _KernelRenderer(RowsRendering):
         self.maxima = max_reductions(kernel.body)
         self.assumed: set[int] = set()   # ids of tests known true here, of loops versioned
         self.versioning: set[int] = set()
+        self.tile_loads: dict[int, tuple[ir.Value, Sym, Sym]] = {}   # kernels/tiles.py
 
     def render(self) -> ir.Function:
         if self.twin is not None:
@@ -185,6 +187,13 @@ class _KernelRenderer(RowsRendering):
             self.acc_update(s)
 
     def loop(self, s: Loop) -> None:
+        loads = [e for e in transposed_loads(s) if id(e) not in self.tile_loads]
+        if loads:
+            stage_loads(self, s, loads)
+            self.loop(s)
+            for e in loads:
+                del self.tile_loads[id(e)]
+            return
         if s is self.streamed_loop:
             self.stream_loop(s)
             return
@@ -262,9 +271,12 @@ class _KernelRenderer(RowsRendering):
                  and isinstance(start, ir.Constant) else INTERLEAVE_MIN_EXTENT)
         interleave = (0 if not innermost or trips < INTERLEAVE_MIN_EXTENT
                       else INTERLEAVE if s is not None and latency_bound(s.body) else 1)
+        # (a staged tile's inner loop stays a loop: unrolled, LLVM vectorized the loop
+        # around it, with gathers and scatters)
         no_unroll = (s is None or trips >= (INTERLEAVE_MIN_EXTENT if innermost else
                                             UNROLL_MAX_EXTENT)
-                     or inner_trips(s) >= INTERLEAVE_MIN_EXTENT)
+                     or inner_trips(s) >= INTERLEAVE_MIN_EXTENT
+                     or any(s.sym is t[2] for t in self.tile_loads.values()))
         if unroll:
             backedge.set_metadata("llvm.loop", self.loop_id(backedge.operands[0].name, 0,
                                                             False, full=True))
@@ -366,6 +378,11 @@ class _KernelRenderer(RowsRendering):
 
     def compute(self, e: Expr) -> ir.Value:
         b = self.b
+        if isinstance(e, Load) and id(e) in self.tile_loads:
+            tile, row, column = self.tile_loads[id(e)]
+            at = b.gep(tile, [b.add(b.mul(self.syms[row], _i64(column.extent), flags=NSW),
+                                    self.syms[column], flags=NSW)], inbounds=True)
+            return self.em.from_memory(e.dtype, b.load(at))
         if isinstance(e, Load):
             at = self.staged_at(self.staged.last_loop) if self.staged and id(
                 e) in self.staged.loads else self.pointer(e.buf, e.index)
