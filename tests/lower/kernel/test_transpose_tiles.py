@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -15,6 +16,7 @@ from fgrad.transforms.jit_prim import open_jaxpr
 
 pytestmark = pytest.mark.backends
 RNG = np.random.default_rng(8)
+BF16 = np.dtype(ml_dtypes.bfloat16)
 
 
 def loop_depths(fn: Callable[..., Any], *args: Tensor) -> list[int]:
@@ -61,7 +63,7 @@ def test_tiles_are_64_rows_where_they_divide() -> None:
                         Tensor(np.zeros((3, 512, 528), np.float32))) == [16, 16]
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.float16, BF16])
 def test_llvm_stages_transposed_reads_without_gathers(dtype: Any) -> None:
     """The tile's transposed load becomes vector loads, a register transpose and a stack
     tile (llvm/kernels/tiles.py): no gathers or scatters are left in the kernel."""
@@ -73,7 +75,7 @@ def test_llvm_stages_transposed_reads_without_gathers(dtype: Any) -> None:
 
 
 @pytest.mark.parametrize("case", ["2d", "batched", "mixed", "float64", "int32", "odd",
-                                  "blocks", "two", "negative"])
+                                  "blocks", "two", "negative", "float16", "bfloat16"])
 def test_tiled_transposes_match_numpy(jit_backend: str, case: str) -> None:
     if case == "2d":
         x = RNG.standard_normal((1024, 512)).astype(np.float32)
@@ -99,6 +101,9 @@ def test_tiled_transposes_match_numpy(jit_backend: str, case: str) -> None:
     elif case == "negative":   # read transposed and reversed: a negative stride
         x = RNG.standard_normal((512, 1024)).astype(np.float32)
         fn, ref = (lambda a: a.flip(0).T + 1), (lambda a: a[::-1].T + 1)
+    elif case in ("float16", "bfloat16"):  # staged as 16-bit integers
+        x = RNG.standard_normal((512, 1024)).astype(np.float16 if case == "float16" else BF16)
+        fn, ref = (lambda a: a.T * 2), (lambda a: a.T * 2)
     else:                   # not a multiple of the tile: the untiled loops
         x = RNG.standard_normal((1000, 520)).astype(np.float32)
         fn, ref = (lambda a: a.T + 1), (lambda a: a.T + 1)

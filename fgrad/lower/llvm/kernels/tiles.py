@@ -31,10 +31,13 @@ from fgrad.lower.llvm.gemm.pack import transpose_rows
 I64 = ir.IntType(64)
 
 
+MAX_LANES = 16   # 16-bit elements move as 16 (the 512-bit permutes take 32-bit lanes up)
+
+
 def _lanes(itemsize: int) -> int:
-    """Elements per vector of the staging: the host's vector width."""
+    """Elements per vector of the staging: the host's vector width, at most MAX_LANES."""
     from fgrad.lower.llvm import target
-    return target.vector_bits() // (8 * itemsize)
+    return min(MAX_LANES, target.vector_bits() // (8 * itemsize))
 
 
 def transposed_loads(s: Loop) -> list[Load]:
@@ -49,7 +52,7 @@ def transposed_loads(s: Loop) -> list[Load]:
         return []
     found = []
     for e in expr_nodes(inner.body):
-        if not isinstance(e, Load) or e.dtype.itemsize not in (4, 8):
+        if not isinstance(e, Load) or e.dtype.itemsize not in (2, 4, 8):
             continue
         lanes = _lanes(e.dtype.itemsize)
         if lanes < 4 or s.sym.extent % lanes or inner.sym.extent % lanes or not all(
@@ -75,7 +78,11 @@ def stage_tile(b: ir.IRBuilder, tile: ir.Value, source: ir.Value, base: ir.Value
     unrolled, the 16 blocks of a float64 tile added 55 ms of LLVM to the kernel, and ran no
     faster (nor did loading a band of rows whole before its transposes)."""
     element = source.type.pointee
-    align = 8 if isinstance(element, ir.DoubleType) or element == I64 else 4
+    if isinstance(element, ir.HalfType):   # moved as its bits
+        element = ir.IntType(16)
+        source, tile = (b.bitcast(p, element.as_pointer()) for p in (source, tile))
+    align = 8 if isinstance(element, ir.DoubleType) or element == I64 else \
+        2 if element == ir.IntType(16) else 4
     lanes = _lanes(align)
     vector = ir.VectorType(element, lanes)
     across = columns // lanes
