@@ -59,7 +59,7 @@ from fgrad.lower.kernel.program_key import program_key, tunables
 from fgrad.lower.kernel.memory import memory_report
 from fgrad.lower.kernel.program import Program, Segment
 from fgrad.lower.kernel.ir import Kernel
-from fgrad.lower.schedule.split_reduce import split_reductions
+from fgrad.lower.schedule.split_reduce import reduce_untransposed, split_reductions
 
 log = logging.getLogger("fgrad.compile")
 
@@ -363,7 +363,7 @@ def plan(jaxpr: Jaxpr, call_per_segment: bool = False, prefetch: bool = False) -
     profiling build (one native call per kernel); `prefetch`: each kernel that planning
     will not change starts compiling as soon as it is built."""
     native = flags.gemm_library() == "native"
-    return program_lib.plan(split_reductions(jaxpr), half_native(),
+    return program_lib.plan(split_reductions(reduce_untransposed(jaxpr)), half_native(),
                             call_per_segment=call_per_segment,
                             epilogue_ok=epilogue_fits if native else None,
                             in_registers=in_registers if native else None,

@@ -32,6 +32,7 @@ from fgrad.lower.opencl.gemm import gemm_target, lower_gemm
 from fgrad.lower.opencl.render import Launch, RenderedKernel, lower_kernel, program_source
 from fgrad.lower.kernel.program import Program, Segment
 from fgrad.lower.schedule.partition import HostStep, KernelStep
+from fgrad.lower.schedule.split_reduce import reduce_untransposed
 
 __all__ = ["CLArray", "OpenCLExecutable", "compile_opencl", "describe", "device_list"]
 
@@ -283,7 +284,8 @@ def _run_host(eqn: Eqn, env: dict[int, CLArray], dev: CLDevice) -> None:
 
 def plan(jaxpr: Jaxpr) -> Program:
     """The program of `jaxpr` (float16 is computed in kernels: stored as half)."""
-    return program_lib.plan(jaxpr, half_native=True, native_linalg=False)
+    return program_lib.plan(reduce_untransposed(jaxpr), half_native=True,
+                            native_linalg=False)
 
 
 def compile_opencl(jaxpr: Jaxpr) -> OpenCLExecutable:

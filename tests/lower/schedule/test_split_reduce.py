@@ -10,7 +10,8 @@ import fgrad.lower  # noqa: F401  (registers the llvm compiler)
 from fgrad import Tensor
 from fgrad.lower.llvm.runtime import plan
 from fgrad.lower.llvm.threads import describe_threads
-from fgrad.lower.schedule.split_reduce import MIN_ELEMENTS, split_reductions
+from fgrad.lower.schedule.split_reduce import (MIN_ELEMENTS, reduce_untransposed,
+                                             split_reductions)
 from fgrad.transforms.jit_prim import open_jaxpr
 
 RNG = np.random.default_rng(3)
@@ -59,3 +60,45 @@ def test_an_extent_without_a_suitable_divisor_is_left_alone():
     x = RNG.standard_normal((1031, 1031)).astype(np.float32)  # 1031 is prime
     jaxpr = _jaxpr(lambda t: t.sum(axis=0), x)
     assert split_reductions(jaxpr) is jaxpr
+
+
+# ---------------------------------------------------------------- reductions through transposes
+
+UNTRANSPOSED = {
+    "x.T.sum(-1)": (lambda x: x.permute(2, 1, 0).sum(-1), lambda x: x.transpose(2, 1, 0).sum(-1)),
+    "max, the kept axes reordered": (
+        lambda x: x.permute(2, 0, 1).max(axis=(1,)),
+        lambda x: x.transpose(2, 0, 1).max(axis=1)),
+    "argmax": (lambda x: x.permute(0, 2, 1).argmax(-1),
+               lambda x: x.transpose(0, 2, 1).argmax(-1)),
+    "argmin of a swap of the leading axes": (lambda x: x.permute(1, 0, 2).argmin(1),
+                                              lambda x: x.transpose(1, 0, 2).argmin(1)),
+    "prod": (lambda x: x.permute(1, 2, 0).prod(-1), lambda x: x.transpose(1, 2, 0).prod(-1)),
+    "min, the transpose also an output": (
+        lambda x: (x.permute(2, 1, 0).min(0), x.permute(2, 1, 0)),
+        lambda x: (x.transpose(2, 1, 0).min(0), x.transpose(2, 1, 0))),
+}
+
+
+@pytest.mark.parametrize("name", list(UNTRANSPOSED))
+@pytest.mark.parametrize("backend", ["llvm", "opencl"])
+def test_reductions_of_transposes_match_numpy(name, backend):
+    fn, ref = UNTRANSPOSED[name]
+    x = (RNG.standard_normal((24, 40, 56)) * 0.3 + 1).astype(np.float32)
+    got = fgrad.jit(fn, backend=backend)(Tensor(x))
+    want = ref(x)
+    for g, w in zip(got if isinstance(got, tuple) else (got,),
+                    want if isinstance(want, tuple) else (want,), strict=True):
+        if w.dtype.kind in "iu":
+            np.testing.assert_array_equal(g.numpy(), w)
+        else:
+            np.testing.assert_allclose(g.numpy(), w, rtol=2e-5)
+
+
+def test_a_reduction_reads_the_transposed_operand_directly():
+    x = RNG.standard_normal((2048, 1024)).astype(np.float32)
+    jaxpr = reduce_untransposed(_jaxpr(lambda t: t.T.sum(-1), x))
+    assert [e.primitive.name for e in jaxpr.eqns] == ["reduce_sum"]
+    assert jaxpr.eqns[0].params["axes"] == (0,)
+    kept = reduce_untransposed(_jaxpr(lambda t: (t.T.sum(-1), t.T + 1), x))
+    assert "transpose" in [e.primitive.name for e in kept.eqns]   # still read by the add
