@@ -27,7 +27,7 @@ from llvmlite import ir
 from fgrad.core.dtypes import dtypes
 from fgrad.core.ir import Eqn
 from fgrad.lower.kernel.ir import Kernel
-from fgrad.lower.llvm.sequences import render_sequence_op
+from fgrad.lower.llvm.sequences import render_sequence_op, sort_chunking
 from fgrad.lower.schedule.gemm_layout import GemmDims, gemm_dims
 
 I8 = ir.IntType(8)
@@ -257,13 +257,14 @@ def gemm_chunking(eqn: Eqn) -> tuple[int, int, int]:
 
 
 def library_chunking(library_calls: dict[str, Eqn]) -> dict[str, tuple[int, int, int]]:
-    """`gemm_chunking` of every library call that splits (by call name)."""
+    """`gemm_chunking` (`sort_chunking` for a sort) of every library call that splits (by
+    call name)."""
     found = {}
     for name, eqn in library_calls.items():
-        if eqn.primitive.name == "dot_general":
-            chunks = gemm_chunking(eqn)
-            if chunks[0] > 1:
-                found[name] = chunks
+        chunks = gemm_chunking(eqn) if eqn.primitive.name == "dot_general" else \
+            sort_chunking(eqn)
+        if chunks[0] > 1:
+            found[name] = chunks
     return found
 
 
@@ -334,7 +335,7 @@ def render_library_call(module: ir.Module, name: str, eqn: Eqn, split: bool,
     from fgrad.lower.llvm.lapack import render_lapack   # they import this module
     from fgrad.lower.schedule.partition import SEQUENCE_OPS
     if eqn.primitive.name in SEQUENCE_OPS:
-        return render_sequence_op(module, name, eqn)
+        return render_sequence_op(module, name, eqn, split)
     if eqn.primitive.name != "dot_general":
         return render_lapack(module, name, eqn)
     if uses_native_gemm(eqn):

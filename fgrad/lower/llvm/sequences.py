@@ -13,18 +13,25 @@ previous output with the next input, as NumPy's accumulate does, so float sums r
 exactly as NumPy's; the axis is a middle one of the view (outer, n, inner), and the inner
 loop over contiguous memory vectorizes. cummax/cummin propagate NaN.
 
-Sort: each row sorts a permutation, not the keys: insertion sort on runs of `RUN` positions, then
-bottom-up merges of runs, ping-ponging between the row of `indices` and the row of `values`
-used as int32 scratch (every dtype here is at least 4 bytes wide), so no memory is
-allocated. A merge takes from the right run only when its key is strictly before the left
-one's, which keeps equal keys in their original order; descending order is "strictly
-after", so ties stay in order there too and NaN comes first, as in PyTorch. Finally the
-values are gathered through the permutation. Compiling it costs one small function, where
-the bitonic network of a 1024-long axis was 55 kernels.
+Sort: each row sorts a permutation, not the keys. Rows of RADIX_MIN and more: LSD radix
+passes of 8 bits over the keys mapped to unsigned integers in sort order (floats: -0 as +0,
+NaN largest; all bits inverted when descending, so ties keep their order and NaN comes
+first, as in PyTorch); one read counts every pass's digits, a pass whose digit is the same
+for the whole row is skipped, and the pool shares the rows of a large sort
+(`sort_chunking`). 2048 x 2048 float32 on 2 cores: 197 -> 24 ms (PyTorch 94, JAX 526,
+NumPy's unstable sort without indices 8.6); one row of 2^20: 110 -> 18 ms. Shorter rows:
+insertion sort on runs of `RUN` positions, then bottom-up merges of runs. Both ping-pong
+between the row of `indices` and the row of `values` used as int32 scratch (every dtype
+here is at least 4 bytes wide), so no memory is allocated. A merge takes from the right run
+only when its key is strictly before the left one's, which keeps equal keys in their
+original order; descending order is "strictly after", so ties stay in order there too and
+NaN comes first. Finally the values are gathered through the permutation. Compiling it
+costs one small function, where the bitonic network of a 1024-long axis was 55 kernels.
 """
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable
 
 from llvmlite import ir
@@ -35,6 +42,10 @@ from fgrad.lower.schedule.partition import NATIVE_SEQUENCE_DTYPES
 
 I32, I64 = ir.IntType(32), ir.IntType(64)
 RUN = 16  # positions sorted by insertion before the first merge pass
+RADIX_MIN = 64  # rows at least this long sort by radix passes (`radix_sort`)
+MIN_SPLIT_ELEMENTS = 1 << 14   # a smaller sort runs whole on one thread
+MIN_CHUNK_ELEMENTS = 1 << 13   # ... and a split one in chunks of at least this many
+CHUNKS_PER_THREAD = 4
 _TYPES = {dtypes.float32: ir.FloatType(), dtypes.float64: ir.DoubleType(),
           dtypes.int32: I32, dtypes.int64: I64, dtypes.uint32: I32, dtypes.uint64: I64}
 assert set(_TYPES) == set(NATIVE_SEQUENCE_DTYPES)
@@ -54,7 +65,8 @@ class _Builder:
         self.fn = ir.Function(module, ir.FunctionType(ir.VoidType(), args), name=name)
         self.fn.linkage = "internal"
         for arg in self.fn.args:
-            arg.add_attribute("noalias")
+            if isinstance(arg.type, ir.PointerType):
+                arg.add_attribute("noalias")
         self.b = ir.IRBuilder(self.fn.append_basic_block("entry"))
 
     # ------------------------------------------------------------------ control flow
@@ -93,13 +105,27 @@ class _Builder:
 
 
 
+def sort_chunking(eqn: Eqn) -> tuple[int, int, int]:
+    """(chunk count, rows per chunk, rows) of a sort whose rows the pool shares (a few
+    chunks per thread, claimed one by one), else (1, 0, 0): it runs whole on one thread."""
+    shape = eqn.inputs[0].aval.shape
+    rows, n = math.prod(shape[:-1]), shape[-1] if shape else 1
+    if eqn.primitive.name != "sort" or rows < 2 or rows * n < MIN_SPLIT_ELEMENTS:
+        return 1, 0, 0
+    threads = max(2, os.cpu_count() or 1)  # the machine's, not FGRAD_NUM_THREADS: one plan
+    size = max(-(-rows // (threads * CHUNKS_PER_THREAD)), -(-MIN_CHUNK_ELEMENTS // max(n, 1)))
+    count = -(-rows // size)
+    return (count, size, rows) if count > 1 else (1, 0, 0)
+
+
 class _SortBuilder(_Builder):
     """Emits the sort function (module docstring)."""
 
-    def __init__(self, module: ir.Module, name: str, eqn: Eqn):
+    def __init__(self, module: ir.Module, name: str, eqn: Eqn, split: bool = False):
         tp = _TYPES[eqn.inputs[0].aval.dtype].as_pointer()
-        super().__init__(module, name, eqn, [tp, I32.as_pointer(), tp])
-        self.values, self.indices, self.x = self.fn.args
+        super().__init__(module, name, eqn, [tp, I32.as_pointer(), tp] + [I64, I64] * split)
+        self.values, self.indices, self.x = self.fn.args[:3]
+        self.chunk = tuple(self.fn.args[3:]) if split else None
         self.descending = bool(eqn.params["descending"])
         shape = eqn.inputs[0].aval.shape
         self.n, self.rows = shape[-1], math.prod(shape[:-1])
@@ -192,6 +218,89 @@ class _SortBuilder(_Builder):
             self.loop(lo, hi, 1, take)
         self.loop(_c(0), n, b.mul(width, _c(2)), merge)
 
+    # ------------------------------------------------------------------ radix passes
+
+    def radix_key(self, row: ir.Value, position: ir.Value) -> ir.Value:
+        """The key of x[row, position] as an unsigned integer in sort order: floats by
+        their bits with the sign folded (-0 as +0, every NaN largest), signed integers
+        with the sign bit flipped; all bits inverted when descending."""
+        b = self.b
+        x = self.key(row, position)
+        width = x.type.width if isinstance(x.type, ir.IntType) else \
+            (64 if isinstance(x.type, ir.DoubleType) else 32)
+        it = ir.IntType(width)
+        sign = ir.Constant(it, 1 << (width - 1))
+        if self.float:
+            bits = b.select(b.fcmp_ordered("==", x, ir.Constant(x.type, 0.0)),
+                            ir.Constant(it, 0), b.bitcast(x, it))
+            key = b.xor(bits, b.or_(b.ashr(bits, ir.Constant(it, width - 1)), sign))
+            key = b.select(b.fcmp_unordered("uno", x, x), ir.Constant(it, -1), key)
+        else:
+            key = x if self.unsigned else b.xor(x, sign)
+        return b.not_(key) if self.descending else key
+
+    def radix_sort(self, row: ir.Value, perm: ir.Value, scratch: ir.Value) -> None:
+        """perm = the row's stable order by LSD radix sort, 8 bits a pass: one read builds
+        every pass's histogram, and a pass whose digit is the same for every element (the
+        high bytes of keys in a narrow range) is skipped. Ping-pongs between perm and
+        scratch; the result ends in perm."""
+        b, n = self.b, _c(self.n)
+        passes = self.slots_per_value * 4
+        with b.goto_entry_block():
+            b.position_at_start(self.fn.entry_basic_block)
+            counts = b.alloca(I32, size=passes * 256, name="counts")
+        self.loop(_c(0), _c(passes * 256), 1, lambda d: b.store(
+            ir.Constant(I32, 0), b.gep(counts, [d], inbounds=True)))
+
+        def digit(key: ir.Value, p: int) -> ir.Value:
+            shifted = b.lshr(key, ir.Constant(key.type, 8 * p)) if p else key
+            low = b.and_(shifted, ir.Constant(key.type, 255))
+            return b.add(b.zext(low, I64) if key.type.width < 64 else low, _c(256 * p))
+
+        def count(k: ir.Value) -> None:
+            key = self.radix_key(row, b.trunc(k, I32))
+            for p in range(passes):
+                at = b.gep(counts, [digit(key, p)], inbounds=True)
+                b.store(b.add(b.load(at), ir.Constant(I32, 1)), at)
+        self.loop(_c(0), n, 1, count)
+        self.loop(_c(0), n, 1, lambda k: b.store(b.trunc(k, I32),
+                                                 b.gep(perm, [k], inbounds=True)))
+        src, dst = self.var(perm), self.var(scratch)
+        first_key = self.radix_key(row, ir.Constant(I32, 0))
+        for p in range(passes):
+            whole = b.load(b.gep(counts, [digit(first_key, p)], inbounds=True))
+            with b.if_then(b.icmp_unsigned("!=", whole, ir.Constant(I32, self.n))):
+                self.radix_pass(row, counts, p, b.load(src), b.load(dst), digit)
+                old = b.load(src)
+                b.store(b.load(dst), src)
+                b.store(old, dst)
+        with b.if_then(b.icmp_unsigned("!=", b.ptrtoint(b.load(src), I64),
+                                       b.ptrtoint(perm, I64))):
+            result = b.load(src)
+            self.loop(_c(0), n, 1, lambda k: b.store(
+                b.load(b.gep(result, [k], inbounds=True)), b.gep(perm, [k], inbounds=True)))
+
+    def radix_pass(self, row: ir.Value, counts: ir.Value, p: int, src: ir.Value,
+                   dst: ir.Value, digit: Callable[[ir.Value, int], ir.Value]) -> None:
+        """dst = src stably ordered by digit p of the keys (counts turned into offsets)."""
+        b = self.b
+        total = self.var(ir.Constant(I32, 0))
+
+        def offset(d: ir.Value) -> None:
+            at = b.gep(counts, [b.add(d, _c(256 * p))], inbounds=True)
+            here = b.load(at)
+            b.store(b.load(total), at)
+            b.store(b.add(b.load(total), here), total)
+        self.loop(_c(0), _c(256), 1, offset)
+
+        def place(k: ir.Value) -> None:
+            position = b.load(b.gep(src, [k], inbounds=True))
+            at = b.gep(counts, [digit(self.radix_key(row, position), p)], inbounds=True)
+            slot = b.load(at)
+            b.store(position, b.gep(dst, [b.zext(slot, I64)], inbounds=True))
+            b.store(b.add(slot, ir.Constant(I32, 1)), at)
+        self.loop(_c(0), _c(self.n), 1, place)
+
     def build(self) -> ir.Function:
         """The whole function: every row sorted, then gathered."""
         b, n = self.b, _c(self.n)
@@ -202,6 +311,10 @@ class _SortBuilder(_Builder):
             perm = b.gep(self.indices, [row], inbounds=True)
             scratch = b.gep(scratch_of_row, [b.mul(row, _c(self.slots_per_value))],
                             inbounds=True)
+            if self.n >= RADIX_MIN:
+                self.radix_sort(row, perm, scratch)
+                self.gather(row, perm)
+                return
             self.loop(_c(0), n, 1, lambda k: b.store(b.trunc(k, I32),
                                                      b.gep(perm, [k], inbounds=True)))
             self.insertion_runs(row, perm)
@@ -220,13 +333,19 @@ class _SortBuilder(_Builder):
             with b.if_then(b.not_(b.load(in_perm))):
                 self.loop(_c(0), n, 1, lambda k: b.store(
                     b.load(b.gep(scratch, [k], inbounds=True)), b.gep(perm, [k], inbounds=True)))
-            values = b.gep(self.values, [row], inbounds=True)
-            self.loop(_c(0), n, 1, lambda k: b.store(
-                self.key(row, b.load(b.gep(perm, [k], inbounds=True))),
-                b.gep(values, [k], inbounds=True)))
-        self.loop(_c(0), _c(self.rows), 1, row_sort)
+            self.gather(row, perm)
+        start, stop = self.chunk or (_c(0), _c(self.rows))
+        self.loop(start, stop, 1, row_sort)
         b.ret_void()
         return self.fn
+
+    def gather(self, row: ir.Value, perm: ir.Value) -> None:
+        """values[row] = x[row] in the order of perm."""
+        b = self.b
+        values = b.gep(self.values, [row], inbounds=True)
+        self.loop(_c(0), _c(self.n), 1, lambda k: b.store(
+            self.key(row, b.load(b.gep(perm, [k], inbounds=True))),
+            b.gep(values, [k], inbounds=True)))
 
 
 class _ScanBuilder(_Builder):
@@ -295,13 +414,15 @@ class _ScanBuilder(_Builder):
 CUMULATIVE = ("cumsum", "cumprod", "cummax", "cummin")
 
 
-def render_sequence_op(module: ir.Module, name: str, eqn: Eqn) -> ir.Function:
+def render_sequence_op(module: ir.Module, name: str, eqn: Eqn, split: bool = False
+                       ) -> ir.Function:
     """Add the function of a sort (`void name(T* values, i32* indices, T* x)`, along the
-    last axis) or a cumulative op (`void name(T* out, T* x)`); module docstring."""
+    last axis; with `split`, two more arguments, the rows [start, stop) it sorts:
+    `sort_chunking`) or a cumulative op (`void name(T* out, T* x)`); module docstring."""
     dtype, prim = eqn.inputs[0].aval.dtype, eqn.primitive.name
     if prim not in ("sort", *CUMULATIVE) or dtype not in _TYPES:
         raise ValueError(f"render_sequence_op: {name} ({prim} on {dtype}) has no native "
                          f"lowering; a bug in the schedule")
     if prim == "sort":
-        return _SortBuilder(module, name, eqn).build()
+        return _SortBuilder(module, name, eqn, split).build()
     return _ScanBuilder(module, name, eqn).build()

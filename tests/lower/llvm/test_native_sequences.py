@@ -65,6 +65,47 @@ def test_native_sort_matches_a_stable_sort(shape: tuple[int, ...], dtype: type,
     np.testing.assert_array_equal(values.numpy(), want_values)
 
 
+def _wide(shape: tuple[int, ...], dtype: type) -> np.ndarray:
+    """Keys spread over the whole range (every radix pass runs), some repeated, with the
+    float specials (NaNs of both signs, signed zeros, infinities, denormals)."""
+    if np.issubdtype(dtype, np.floating):
+        x = (RNG.standard_normal(shape) * 10.0 ** RNG.integers(-30, 30, shape)).astype(dtype)
+        specials = [np.nan, -np.nan, -0.0, 0.0, np.inf, -np.inf,
+                    np.finfo(dtype).smallest_subnormal, -np.finfo(dtype).smallest_subnormal]
+    else:
+        info = np.iinfo(dtype)
+        x = RNG.integers(info.min, info.max, shape, dtype=dtype, endpoint=True)
+        specials = [info.min, info.max, 0]
+    flat = x.reshape(-1)
+    picks = RNG.permutation(flat.size)
+    for i, v in zip(picks[:3 * len(specials)], specials * 3):
+        flat[i] = v
+    flat[picks[-20:]] = flat[picks[-40:-20]]   # repeated keys
+    return x
+
+
+@pytest.mark.parametrize("descending", [False, True])
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(63,), (2, 64), (3, 65), (300,), (40, 1000)])
+def test_radix_sort_of_wide_keys_matches_a_stable_sort(shape: tuple[int, ...], dtype: type,
+                                                        descending: bool):
+    """Rows of RADIX_MIN and more sort by radix passes; (40, 1000) is split over the pool
+    (`sort_chunking`); (63,) is the merge path beside it."""
+    x = _wide(shape, dtype)
+    values, indices = fgrad.jit(lambda t: t.sort(-1, descending=descending),
+                                backend="llvm")(Tensor(x))
+    want_values, want_indices = _reference(x, descending)
+    np.testing.assert_array_equal(indices.numpy(), want_indices)
+    np.testing.assert_array_equal(values.numpy(), want_values)
+
+
+def test_large_sorts_split_over_the_pool():
+    from fgrad.lower.llvm.threads import describe_threads
+    x = Tensor(RNG.standard_normal((40, 1000)).astype(np.float32))
+    program = llvm_runtime.plan(open_jaxpr(fgrad.make_jaxpr(lambda t: t.sort(-1))(x))[0])
+    assert "split" in describe_threads(program) and "over 40 rows" in describe_threads(program)
+
+
 def test_sort_is_one_library_call_not_a_network():
     x = Tensor(RNG.standard_normal((8, 1024)).astype(np.float32))
     program = llvm_runtime.plan(open_jaxpr(fgrad.make_jaxpr(lambda t: t.sort(-1))(x))[0])
