@@ -3,8 +3,9 @@ where the portable expansions (schedule/expand_math.py) need a bitonic network o
 kernels (sort of 1024) or ceil(log2 n) prefix-scan passes.
 
 In: a library call whose equation is `sort` (fgrad/core/prims/sort.py: a stable sort along
-the last axis, NaN largest, `[values, int32 indices]`) or cumsum/cumprod/cummax/cummin
-(any axis, `reverse`), of a dtype in `NATIVE_SEQUENCE_DTYPES`.
+the last axis, NaN largest, `[values, int32 indices]`; a dtype in `NATIVE_SORT_DTYPES`, 8
+to 64 bits, float16/bfloat16 included) or cumsum/cumprod/cummax/cummin (any axis,
+`reverse`; a dtype in `NATIVE_SEQUENCE_DTYPES`, 32 or 64 bits).
 Out: an internal LLVM function `void name(T* values, i32* indices, T* x)` (sort) or
 `void name(T* out, T* x)` (cumulative) with the results of the primitive's NumPy impl.
 
@@ -21,8 +22,10 @@ for the whole row is skipped, and the pool shares the rows of a large sort
 (`sort_chunking`). 2048 x 2048 float32 on 2 cores: 197 -> 24 ms (PyTorch 94, JAX 526,
 NumPy's unstable sort without indices 8.6); one row of 2^20: 110 -> 18 ms. Shorter rows:
 insertion sort on runs of `RUN` positions, then bottom-up merges of runs. Both ping-pong
-between the row of `indices` and the row of `values` used as int32 scratch (every dtype
-here is at least 4 bytes wide), so no memory is allocated. A merge takes from the right run
+between the row of `indices` and a scratch row of int32: the row of `values` where its
+elements have 4 bytes or more, else one row allocated per call. (The 8- and 16-bit
+dtypes were a bitonic network of kernels: 2048 x 2048 float16 1.7-2.2 s to compile and
+110-130 ms a call, now 5-13 ms.) A merge takes from the right run
 only when its key is strictly before the left one's, which keeps equal keys in their
 original order; descending order is "strictly after", so ties stay in order there too and
 NaN comes first. Finally the values are gathered through the permutation. Compiling it
@@ -38,17 +41,19 @@ from llvmlite import ir
 
 from fgrad.core.dtypes import dtypes
 from fgrad.core.ir import Eqn
-from fgrad.lower.schedule.partition import NATIVE_SEQUENCE_DTYPES
+from fgrad.lower.schedule.partition import NATIVE_SORT_DTYPES
 
-I32, I64 = ir.IntType(32), ir.IntType(64)
+I8, I16, I32, I64 = ir.IntType(8), ir.IntType(16), ir.IntType(32), ir.IntType(64)
 RUN = 16  # positions sorted by insertion before the first merge pass
 RADIX_MIN = 64  # rows at least this long sort by radix passes (`radix_sort`)
 MIN_SPLIT_ELEMENTS = 1 << 14   # a smaller sort runs whole on one thread
 MIN_CHUNK_ELEMENTS = 1 << 13   # ... and a split one in chunks of at least this many
 CHUNKS_PER_THREAD = 4
 _TYPES = {dtypes.float32: ir.FloatType(), dtypes.float64: ir.DoubleType(),
-          dtypes.int32: I32, dtypes.int64: I64, dtypes.uint32: I32, dtypes.uint64: I64}
-assert set(_TYPES) == set(NATIVE_SEQUENCE_DTYPES)
+          dtypes.int32: I32, dtypes.int64: I64, dtypes.uint32: I32, dtypes.uint64: I64,
+          dtypes.float16: ir.HalfType(), dtypes.bfloat16: I16,   # bfloat16 as its bits
+          dtypes.int8: I8, dtypes.uint8: I8, dtypes.int16: I16, dtypes.uint16: I16}
+assert set(_TYPES) == set(NATIVE_SORT_DTYPES)   # cumulative ops: the first six
 
 
 def _c(v: int) -> ir.Constant:
@@ -60,8 +65,9 @@ class _Builder:
 
     def __init__(self, module: ir.Module, name: str, eqn: Eqn, args: list[ir.Type]):
         dtype = eqn.inputs[0].aval.dtype
-        self.ty, self.float = _TYPES[dtype], dtype in (dtypes.float32, dtypes.float64)
-        self.unsigned = dtype in (dtypes.uint32, dtypes.uint64)
+        self.ty, self.float = _TYPES[dtype], dtype.is_float
+        self.bfloat = dtype == dtypes.bfloat16
+        self.unsigned = dtype in (dtypes.uint8, dtypes.uint16, dtypes.uint32, dtypes.uint64)
         self.fn = ir.Function(module, ir.FunctionType(ir.VoidType(), args), name=name)
         self.fn.linkage = "internal"
         for arg in self.fn.args:
@@ -129,7 +135,7 @@ class _SortBuilder(_Builder):
         self.descending = bool(eqn.params["descending"])
         shape = eqn.inputs[0].aval.shape
         self.n, self.rows = shape[-1], math.prod(shape[:-1])
-        self.slots_per_value = eqn.inputs[0].aval.dtype.itemsize // 4  # int32 scratch slots
+        self.itemsize = eqn.inputs[0].aval.dtype.itemsize
 
     def key(self, row: ir.Value, position: ir.Value) -> ir.Value:
         """x[row, position] (position an i32 from a permutation)."""
@@ -144,6 +150,9 @@ class _SortBuilder(_Builder):
             a, b_ = b_, a
         if not self.float:
             return b.icmp_unsigned("<", a, b_) if self.unsigned else b.icmp_signed("<", a, b_)
+        if self.bfloat:   # its bits are the upper half of a float32's
+            a, b_ = (b.bitcast(b.shl(b.zext(v, I32), ir.Constant(I32, 16)), ir.FloatType())
+                     for v in (a, b_))
         # a < b, or b is NaN and a is not
         return b.or_(b.fcmp_ordered("<", a, b_),
                      b.and_(b.fcmp_unordered("uno", b_, b_), b.fcmp_ordered("ord", a, a)))
@@ -226,15 +235,19 @@ class _SortBuilder(_Builder):
         with the sign bit flipped; all bits inverted when descending."""
         b = self.b
         x = self.key(row, position)
-        width = x.type.width if isinstance(x.type, ir.IntType) else \
-            (64 if isinstance(x.type, ir.DoubleType) else 32)
+        width = 8 * self.itemsize
         it = ir.IntType(width)
         sign = ir.Constant(it, 1 << (width - 1))
         if self.float:
-            bits = b.select(b.fcmp_ordered("==", x, ir.Constant(x.type, 0.0)),
-                            ir.Constant(it, 0), b.bitcast(x, it))
+            bits = x if self.bfloat else b.bitcast(x, it)
+            magnitude = b.and_(bits, ir.Constant(it, (1 << (width - 1)) - 1))
+            exponent_bits = {16: 0x7F80 if self.bfloat else 0x7C00, 32: 0x7F800000,
+                             64: 0x7FF0000000000000}[width]
+            bits = b.select(b.icmp_unsigned("==", magnitude, ir.Constant(it, 0)),
+                            ir.Constant(it, 0), bits)
             key = b.xor(bits, b.or_(b.ashr(bits, ir.Constant(it, width - 1)), sign))
-            key = b.select(b.fcmp_unordered("uno", x, x), ir.Constant(it, -1), key)
+            nan = b.icmp_unsigned(">", magnitude, ir.Constant(it, exponent_bits))
+            key = b.select(nan, ir.Constant(it, -1), key)
         else:
             key = x if self.unsigned else b.xor(x, sign)
         return b.not_(key) if self.descending else key
@@ -245,7 +258,7 @@ class _SortBuilder(_Builder):
         high bytes of keys in a narrow range) is skipped. Ping-pongs between perm and
         scratch; the result ends in perm."""
         b, n = self.b, _c(self.n)
-        passes = self.slots_per_value * 4
+        passes = self.itemsize
         with b.goto_entry_block():
             b.position_at_start(self.fn.entry_basic_block)
             counts = b.alloca(I32, size=passes * 256, name="counts")
@@ -305,12 +318,19 @@ class _SortBuilder(_Builder):
         """The whole function: every row sorted, then gathered."""
         b, n = self.b, _c(self.n)
         scratch_of_row = self.b.bitcast(self.values, I32.as_pointer())
+        malloc = b.module.globals.get("malloc") or ir.Function(
+            b.module, ir.FunctionType(I8.as_pointer(), [I64]), name="malloc")
+        free = b.module.globals.get("free") or ir.Function(
+            b.module, ir.FunctionType(ir.VoidType(), [I8.as_pointer()]), name="free")
+        # a values row narrower than int32 slots cannot be the scratch: one row's worth
+        # is allocated per call instead
+        narrow = b.call(malloc, [_c(4 * max(self.n, 1))]) if self.itemsize < 4 else None
 
         def row_sort(r: ir.Value) -> None:
             row = b.mul(r, n)
             perm = b.gep(self.indices, [row], inbounds=True)
-            scratch = b.gep(scratch_of_row, [b.mul(row, _c(self.slots_per_value))],
-                            inbounds=True)
+            scratch = b.bitcast(narrow, I32.as_pointer()) if narrow is not None else b.gep(
+                scratch_of_row, [b.mul(row, _c(self.itemsize // 4))], inbounds=True)
             if self.n >= RADIX_MIN:
                 self.radix_sort(row, perm, scratch)
                 self.gather(row, perm)
@@ -336,6 +356,8 @@ class _SortBuilder(_Builder):
             self.gather(row, perm)
         start, stop = self.chunk or (_c(0), _c(self.rows))
         self.loop(start, stop, 1, row_sort)
+        if narrow is not None:
+            b.call(free, [narrow])
         b.ret_void()
         return self.fn
 

@@ -8,10 +8,9 @@ Fusion rules:
 - Elementwise primitives and movement primitives (broadcast_in_dim, reshape, transpose,
   slice, rev, pad, concatenate, iota) never get a kernel of their own: a movement op
   becomes index arithmetic on the loads of the kernel that consumes it.
-- A value lives in a buffer ("is realized") only when it must: program inputs and
-  outputs, reduction results, the operands and results of host steps, values read by two
-  consumers through a non-reshape movement op (so no index map is evaluated twice), and
-  values with a transcendental in their expression that a broadcast would repeat.
+- A value is realized (lives in a buffer) only when it must: program inputs/outputs,
+  reductions, host steps' operands/results, values read by two consumers through a
+  non-reshape movement op, values with a transcendental that a broadcast would repeat.
 - Every realized value produced by elementwise/movement equations gets one kernel; its
   unrealized producers are inlined (recomputed if another kernel needs them too).
 - A reduction (reduce_sum/max/min/prod over any axes) fuses its elementwise producers.
@@ -28,8 +27,7 @@ Fusion rules:
   realized operands, read in place through BLAS's transpose flags and leading dimensions
   (a transposed operand is folded into the dimension numbers; any other layout is packed
   by a `transpose`, which fuses into its producer's kernel). See schedule/gemm_layout.py.
-- A gather is a movement op whose operand index holds a run-time value (the index operand
-  read at the output's leading positions), so it fuses into its consumer like a slice.
+- A gather is a movement op with a run-time operand index: it fuses into its consumer.
 - A scatter is a kernel of its own (x copied to the result, then the updates combined into
   it row by row, in order), fusing the producers of its operands.
 - A float32/float64 cholesky, triangular_solve, lu, qr or svd is a `LinalgStep` when the
@@ -79,6 +77,8 @@ LINALG = frozenset({"cholesky", "triangular_solve", "lu", "qr", "svd"})
 SEQUENCE_OPS = frozenset({"sort", "cumsum", "cumprod", "cummax", "cummin"})
 NATIVE_SEQUENCE_DTYPES = (dtypes.float32, dtypes.float64, dtypes.int32, dtypes.int64,
                           dtypes.uint32, dtypes.uint64)
+NATIVE_SORT_DTYPES = NATIVE_SEQUENCE_DTYPES + (dtypes.float16, dtypes.bfloat16, dtypes.int8,
+                                               dtypes.uint8, dtypes.int16, dtypes.uint16)
 # fgrad.distributed's collectives: one mpi4py call from the host (docs/distributed.md).
 COLLECTIVES = frozenset({"psum", "pmean", "pmax", "pmin", "all_gather", "process_broadcast"})
 
@@ -232,10 +232,10 @@ def host_reason(eqn: Eqn, half_native: bool = True, native_linalg: bool = True
 
 def native_sequence_applies(eqn: Eqn, native_library: bool = True) -> bool:
     """Whether a sort or cumulative op is one native library call (llvm/sequences.py) on a
-    backend with library calls; others are expanded (a bitonic network, a prefix scan:
-    schedule/expand.py)."""
-    return native_library and eqn.primitive.name in SEQUENCE_OPS \
-        and eqn.inputs[0].aval.dtype in NATIVE_SEQUENCE_DTYPES
+    backend with library calls; others are expanded (schedule/expand.py)."""
+    dtype = eqn.inputs[0].aval.dtype
+    return native_library and eqn.primitive.name in SEQUENCE_OPS and dtype in (
+        NATIVE_SORT_DTYPES if eqn.primitive.name == "sort" else NATIVE_SEQUENCE_DTYPES)
 
 
 def linalg_reason(eqn: Eqn, native_linalg: bool) -> str | None:
