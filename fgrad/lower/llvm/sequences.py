@@ -51,7 +51,7 @@ MIN_CHUNK_ELEMENTS = 1 << 13   # ... and a split one in chunks of at least this 
 CHUNKS_PER_THREAD = 4
 _TYPES = {dtypes.float32: ir.FloatType(), dtypes.float64: ir.DoubleType(),
           dtypes.int32: I32, dtypes.int64: I64, dtypes.uint32: I32, dtypes.uint64: I64,
-          dtypes.float16: ir.HalfType(), dtypes.bfloat16: I16,   # bfloat16 as its bits
+          dtypes.float16: I16, dtypes.bfloat16: I16,   # as their bits: no half arithmetic
           dtypes.int8: I8, dtypes.uint8: I8, dtypes.int16: I16, dtypes.uint16: I16}
 assert set(_TYPES) == set(NATIVE_SORT_DTYPES)   # cumulative ops: the first six
 
@@ -66,7 +66,10 @@ class _Builder:
     def __init__(self, module: ir.Module, name: str, eqn: Eqn, args: list[ir.Type]):
         dtype = eqn.inputs[0].aval.dtype
         self.ty, self.float = _TYPES[dtype], dtype.is_float
-        self.bfloat = dtype == dtypes.bfloat16
+        self.half = dtype in (dtypes.float16, dtypes.bfloat16)
+        self.exponent_all_ones = {dtypes.float16: 0x7C00, dtypes.bfloat16: 0x7F80,
+                                  dtypes.float32: 0x7F800000,
+                                  dtypes.float64: 0x7FF0000000000000}.get(dtype, 0)
         self.unsigned = dtype in (dtypes.uint8, dtypes.uint16, dtypes.uint32, dtypes.uint64)
         self.fn = ir.Function(module, ir.FunctionType(ir.VoidType(), args), name=name)
         self.fn.linkage = "internal"
@@ -150,9 +153,8 @@ class _SortBuilder(_Builder):
             a, b_ = b_, a
         if not self.float:
             return b.icmp_unsigned("<", a, b_) if self.unsigned else b.icmp_signed("<", a, b_)
-        if self.bfloat:   # its bits are the upper half of a float32's
-            a, b_ = (b.bitcast(b.shl(b.zext(v, I32), ir.Constant(I32, 16)), ir.FloatType())
-                     for v in (a, b_))
+        if self.half:     # their bits, mapped to integers in sort order
+            return b.icmp_unsigned("<", self.order_key(a), self.order_key(b_))
         # a < b, or b is NaN and a is not
         return b.or_(b.fcmp_ordered("<", a, b_),
                      b.and_(b.fcmp_unordered("uno", b_, b_), b.fcmp_ordered("ord", a, a)))
@@ -230,27 +232,28 @@ class _SortBuilder(_Builder):
     # ------------------------------------------------------------------ radix passes
 
     def radix_key(self, row: ir.Value, position: ir.Value) -> ir.Value:
-        """The key of x[row, position] as an unsigned integer in sort order: floats by
-        their bits with the sign folded (-0 as +0, every NaN largest), signed integers
-        with the sign bit flipped; all bits inverted when descending."""
+        """The key of x[row, position] as an unsigned integer in sort order (`order_key`),
+        all bits inverted when descending."""
+        key = self.order_key(self.key(row, position))
+        return self.b.not_(key) if self.descending else key
+
+    def order_key(self, x: ir.Value) -> ir.Value:
+        """A value as an unsigned integer in ascending sort order: floats by their bits
+        with the sign folded (-0 as +0, every NaN largest), signed integers with the sign
+        bit flipped."""
         b = self.b
-        x = self.key(row, position)
         width = 8 * self.itemsize
         it = ir.IntType(width)
         sign = ir.Constant(it, 1 << (width - 1))
         if self.float:
-            bits = x if self.bfloat else b.bitcast(x, it)
+            bits = x if self.half else b.bitcast(x, it)
             magnitude = b.and_(bits, ir.Constant(it, (1 << (width - 1)) - 1))
-            exponent_bits = {16: 0x7F80 if self.bfloat else 0x7C00, 32: 0x7F800000,
-                             64: 0x7FF0000000000000}[width]
             bits = b.select(b.icmp_unsigned("==", magnitude, ir.Constant(it, 0)),
                             ir.Constant(it, 0), bits)
             key = b.xor(bits, b.or_(b.ashr(bits, ir.Constant(it, width - 1)), sign))
-            nan = b.icmp_unsigned(">", magnitude, ir.Constant(it, exponent_bits))
-            key = b.select(nan, ir.Constant(it, -1), key)
-        else:
-            key = x if self.unsigned else b.xor(x, sign)
-        return b.not_(key) if self.descending else key
+            nan = b.icmp_unsigned(">", magnitude, ir.Constant(it, self.exponent_all_ones))
+            return b.select(nan, ir.Constant(it, -1), key)
+        return x if self.unsigned else b.xor(x, sign)
 
     def radix_sort(self, row: ir.Value, perm: ir.Value, scratch: ir.Value) -> None:
         """perm = the row's stable order by LSD radix sort, 8 bits a pass: one read builds
