@@ -272,3 +272,41 @@ def test_a_layernorm_gradient_streams_right(stream_everything: None, rows: int,
     y = (wide - mean) / scale
     want = (g - g.mean(-1, keepdims=True) - y * (g * y).mean(-1, keepdims=True)) / scale
     np.testing.assert_allclose(got, want, atol=5e-6)
+
+
+# ---------------------------------------------------------------------------- prefetching
+
+def w1_chain(v: Tensor) -> Tensor:
+    return (v * 1.5 + 0.5).tanh() * v.sigmoid() + (-(v * v)).exp()
+
+
+def test_transcendental_loops_prefetch_ahead_and_others_do_not(stream_everything: None
+                                                               ) -> None:
+    """A flat loop of transcendentals (W1) runs by blocks with prefetches of its input
+    ahead; a streamed exp prefetches in its blocks; a cheap loop and small inputs do not."""
+    x = Tensor(RNG.standard_normal(1 << 16).astype(np.float32))
+    (w1,) = kernels_of(w1_chain, x)
+    assert streaming.prefetched_flat_loop(w1) is w1.body[0]
+    assert [e.buf for e in streaming.prefetched_loads(w1.body[0])] == [1]
+    jaxpr, _ = open_jaxpr(fgrad.make_jaxpr(w1_chain)(x))
+    assert "llvm.prefetch" in str(llvm_runtime.module_ir(llvm_runtime.plan(jaxpr)))
+    (cheap,) = kernels_of(lambda v: v * 2 + 1, x)
+    assert streaming.prefetched_flat_loop(cheap) is None
+    jaxpr, _ = open_jaxpr(fgrad.make_jaxpr(lambda v: v.exp())(x))
+    assert "llvm.prefetch" in str(llvm_runtime.module_ir(llvm_runtime.plan(jaxpr)))
+
+
+def test_small_inputs_are_not_prefetched() -> None:
+    x = Tensor(RNG.standard_normal(1 << 12).astype(np.float32))
+    (w1,) = kernels_of(w1_chain, x)
+    assert streaming.prefetched_flat_loop(w1) is None
+
+
+@pytest.mark.parametrize("n", [1 << 16, (1 << 16) + 37, 1000])
+def test_prefetched_blocks_keep_every_value(stream_everything: None, n: int) -> None:
+    """Blocks of the split loop, the last one partial, against NumPy in float64."""
+    x = RNG.standard_normal(n).astype(np.float32)
+    got = fgrad.jit(w1_chain)(Tensor(x)).numpy()
+    d = x.astype(np.float64)
+    want = np.tanh(d * 1.5 + 0.5) / (1 + np.exp(-d)) + np.exp(-d * d)
+    np.testing.assert_allclose(got, want, rtol=3e-6, atol=3e-7)

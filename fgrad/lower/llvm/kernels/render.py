@@ -22,8 +22,9 @@ from llvmlite import ir
 from fgrad.core.dtypes import dtypes
 from fgrad.core.ir import Eqn
 from fgrad.lower.kernel.index import Clamp, Div, Dyn, Ix, Mod, Sym
-from fgrad.lower.kernel.streaming import (LINE_BYTES, line_elements, scratch_row,
-                                          streamed_outputs, streamed_store, streams_by_blocks)
+from fgrad.lower.kernel.streaming import (LINE_BYTES, line_elements, prefetched_flat_loop,
+                                          scratch_row, streamed_outputs, streamed_store,
+                                          streams_by_blocks)
 from fgrad.lower.kernel.row_pipeline import row_pipeline
 from fgrad.lower.kernel.loop_shape import inner_trips, latency_bound
 from fgrad.lower.kernel.signs import max_reductions, max_shifted, nonpositive, shift_test
@@ -103,6 +104,7 @@ class _KernelRenderer(RowsRendering):
         self.assumed: set[int] = set()   # ids of tests known true here, of loops versioned
         self.versioning: set[int] = set()
         self.tile_loads: dict[int, tuple[ir.Value, Sym, Sym]] = {}   # kernels/tiles.py
+        self.prefetched = prefetched_flat_loop(kernel)   # by blocks, with prefetches
 
     def render(self) -> ir.Function:
         if self.twin is not None:
@@ -235,7 +237,9 @@ class _KernelRenderer(RowsRendering):
         chunk = self.chunk if piece is None and s is self.kernel.body[0] else None
         lo, hi = piece if piece is not None else (0, s.sym.extent - 1)
         width = None if chunk else tile_width(s, (lo, hi))
-        if chunk:
+        if s is self.prefetched and (chunk or width is None):
+            self.prefetched_blocks(s, *(chunk or (_i64(lo), _i64(hi + 1))))
+        elif chunk:
             self.counted(s.sym.name, chunk[0], chunk[1], s, lambda i: self.loop_body(s, i))
         elif width is None:
             self.counted(s.sym.name, _i64(lo), _i64(hi + 1), s, lambda i: self.loop_body(s, i))

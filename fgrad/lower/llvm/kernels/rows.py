@@ -22,9 +22,10 @@ from typing import Any, Callable
 
 from llvmlite import ir
 
-from fgrad.lower.kernel.ir import AccInit, Loop, Store
+from fgrad.lower.kernel.ir import AccInit, Load, Loop, Store
 from fgrad.lower.kernel.row_pipeline import RowPipeline
-from fgrad.lower.kernel.streaming import LINE_BYTES, line_elements
+from fgrad.lower.kernel.streaming import (LINE_BYTES, PREFETCH_BYTES, line_elements,
+                                          prefetched_loads)
 from fgrad.lower.llvm.kernels.ops import I64, acc_initial, acc_slots, mem_type
 
 NSW = ("nsw",)
@@ -65,6 +66,7 @@ class RowsRendering:
     scoped: Callable[..., None]
     counted: Callable[..., None]
     pointer: Callable[..., ir.Value]
+    compute_index: Callable[..., ir.Value]
 
     def late_phase(self) -> Loop | None:
         """The last phase that runs one row late (module docstring), or None."""
@@ -179,12 +181,54 @@ class RowsRendering:
             start = b.add(first, b.mul(q, _i64(width), flags=NSW), flags=NSW)
             stop = b.add(start, _i64(width), flags=NSW)
             stop = b.select(b.icmp_signed("<", stop, last), stop, last)
+            self.prefetch_ahead(prefetched_loads(s), s, start, width)
             self.late_block = (block, start)
             self.counted(f"{s.sym.name}.in", start, stop, s, lambda i: self.loop_body(s, i))
             self.late_block = None
             self.stream_block(block, start, stop, store, row)
         blocks = b.udiv(b.add(b.sub(last, first), _i64(width - 1)), _i64(width))
         self.counted(f"{s.sym.name}.block", _i64(0), blocks, None, one_block)
+
+    def prefetched_blocks(self, s: Loop, first: ir.Value, last: ir.Value) -> None:
+        """Iterations [first, last) of loop `s` by blocks of BLOCK_BYTES of its widest
+        load, each after prefetches of the loads a block PREFETCH_BYTES ahead will make
+        (kernel/streaming.py `prefetched_loads`)."""
+        b, loads = self.b, prefetched_loads(s)
+        width = max(BLOCK_BYTES // max(e.dtype.itemsize for e in loads), 1)
+
+        def one_block(q: ir.Value) -> None:
+            start = b.add(first, b.mul(q, _i64(width), flags=NSW), flags=NSW)
+            stop = b.add(start, _i64(width), flags=NSW)
+            stop = b.select(b.icmp_signed("<", stop, last), stop, last)
+            self.prefetch_ahead(loads, s, start, width)
+            self.counted(f"{s.sym.name}.in", start, stop, s, lambda i: self.loop_body(s, i))
+        blocks = b.udiv(b.add(b.sub(last, first), _i64(width - 1)), _i64(width))
+        self.counted(f"{s.sym.name}.block", _i64(0), blocks, None, one_block)
+
+    def prefetch_ahead(self, loads: list[Load], s: Loop, start: ir.Value, width: int
+                       ) -> None:
+        """Prefetch (into every cache level) the lines that `loads` read at iterations
+        [start, start + width) of `s`, PREFETCH_BYTES further on. A prefetch never faults,
+        so those past the end of a buffer cost nothing but the instruction."""
+        if not loads:
+            return
+        b = self.b
+        i8p, i32 = ir.IntType(8).as_pointer(), ir.IntType(32)
+        fn = self.fn.module.declare_intrinsic("llvm.prefetch", [i8p], ir.FunctionType(
+            ir.VoidType(), [i8p, i32, i32, i32]))
+        here = self.syms.get(s.sym)
+        for e in loads:
+            ahead = PREFETCH_BYTES // e.dtype.itemsize
+            for k in range(0, width, max(LINE_BYTES // e.dtype.itemsize, 1)):
+                self.syms[s.sym] = b.add(start, _i64(ahead + k), flags=NSW)
+                at = b.gep(self.fn.args[e.buf], [self.compute_index(e.index)])
+                # read, keep in all levels (locality 3), data cache
+                b.call(fn, [b.bitcast(at, i8p), ir.Constant(i32, 0), ir.Constant(i32, 3),
+                            ir.Constant(i32, 1)])
+        if here is None:
+            self.syms.pop(s.sym, None)
+        else:
+            self.syms[s.sym] = here
 
     def late_store_pointer(self, buf: int) -> ir.Value | None:
         """Where the late phase's store of `buf` goes inside a block: the stack block."""
