@@ -2,30 +2,13 @@
 this host: edge tiles (masked loads and stores of C), last slivers, register epilogues and
 int32 against NumPy. Each width runs in a fresh process whose CPU features are narrowed
 before anything is compiled (and with its own cache directory)."""
-import os
-import subprocess
-import sys
-
 import pytest
 
-from fgrad.lower.llvm import target
+from narrowed import run_narrowed
 
 CHECK = r'''
-import functools, sys
-bits = int(sys.argv[1])
-import fgrad.lower.llvm.target as T
-host = T.features
-drop = ("avx512", "amx", "prefer-256") if bits == 256 else \
-    ("avx", "fma", "f16c", "amx", "prefer-256")
-
-@functools.cache
-def narrowed():
-    return ",".join("-" + f[1:] if f.startswith("+") and any(d in f for d in drop) else f
-                    for f in host().split(",") if f)
-T.features = narrowed
 import numpy as np
 from fgrad import Tensor, jit
-assert T.vector_bits() == bits, T.vector_bits()
 rng = np.random.default_rng(0)
 bad = []
 for dt in (np.float32, np.float64, np.int32):
@@ -60,10 +43,4 @@ print("mismatches", bad)
 
 @pytest.mark.parametrize("bits", [256, 128])
 def test_gemm_at_a_narrower_width_matches_numpy(bits, tmp_path):
-    if target.vector_bits() < bits or "+avx" not in target.features().split(","):
-        pytest.skip("an x86-64 host with AVX runs the narrower builds")
-    env = dict(os.environ, FGRAD_CACHE_DIR=str(tmp_path))
-    done = subprocess.run([sys.executable, "-c", CHECK, str(bits)], env=env,
-                          capture_output=True, text=True, timeout=600, check=False)
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.strip().splitlines()[-1] == "mismatches []", done.stdout[-2000:]
+    run_narrowed(CHECK, bits, tmp_path)

@@ -72,7 +72,11 @@ def _sample(shape: tuple[int, ...], dtype: type) -> np.ndarray:
 @pytest.mark.parametrize("shape", SHAPES)
 def test_native_sort_matches_a_stable_sort(shape: tuple[int, ...], dtype: type,
                                            descending: bool):
-    x = _sample(shape, dtype)
+    _check_sort(_sample(shape, dtype), descending)
+
+
+def _check_sort(x: np.ndarray, descending: bool) -> None:
+    """fgrad's sort of `x` along its last axis, values and indices, against `_reference`."""
     values, indices = fgrad.jit(lambda t: t.sort(-1, descending=descending),
                                 backend="llvm")(Tensor(x))
     want_values, want_indices = _reference(x, descending)
@@ -109,12 +113,7 @@ def test_radix_sort_of_wide_keys_matches_a_stable_sort(shape: tuple[int, ...], d
                                                         descending: bool):
     """Rows of RADIX_MIN and more sort by radix passes; (40, 1000) is split over the pool
     (`sort_chunking`); (63,) is the merge path beside it."""
-    x = _wide(shape, dtype)
-    values, indices = fgrad.jit(lambda t: t.sort(-1, descending=descending),
-                                backend="llvm")(Tensor(x))
-    want_values, want_indices = _reference(x, descending)
-    np.testing.assert_array_equal(indices.numpy(), want_indices)
-    _same_bits(values.numpy(), want_values)
+    _check_sort(_wide(shape, dtype), descending)
 
 
 def test_large_sorts_split_over_the_pool():
