@@ -217,8 +217,10 @@ class RowsRendering:
         fn = self.fn.module.declare_intrinsic("llvm.prefetch", [i8p], ir.FunctionType(
             ir.VoidType(), [i8p, i32, i32, i32]))
         here = self.syms.get(s.sym)
+        inner = s is not self.kernel.body[0]   # a row's loop: at least the next row's
         for e in loads:
             ahead = PREFETCH_BYTES // e.dtype.itemsize
+            ahead = max(ahead, s.sym.extent) if inner else ahead
             for k in range(0, width, max(LINE_BYTES // e.dtype.itemsize, 1)):
                 self.syms[s.sym] = b.add(start, _i64(ahead + k), flags=NSW)
                 at = b.gep(self.fn.args[e.buf], [self.compute_index(e.index)])
