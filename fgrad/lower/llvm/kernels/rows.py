@@ -208,8 +208,9 @@ class RowsRendering:
     def prefetch_ahead(self, loads: list[Load], s: Loop, start: ir.Value, width: int
                        ) -> None:
         """Prefetch (into every cache level) the lines that `loads` read at iterations
-        [start, start + width) of `s`, PREFETCH_BYTES further on. A prefetch never faults,
-        so those past the end of a buffer cost nothing but the instruction."""
+        [start, start + width) of `s`, PREFETCH_BYTES further on (in a row's loop, a row
+        at least: the next row's). A prefetch never faults, so those past the end of a
+        buffer cost nothing but the instruction."""
         if not loads:
             return
         b = self.b
