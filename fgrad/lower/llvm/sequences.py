@@ -41,6 +41,7 @@ from llvmlite import ir
 
 from fgrad.core.dtypes import dtypes
 from fgrad.core.ir import Eqn
+from fgrad.lower.llvm.gemm.native import _libc
 from fgrad.lower.schedule.partition import NATIVE_SORT_DTYPES
 
 I8, I16, I32, I64 = ir.IntType(8), ir.IntType(16), ir.IntType(32), ir.IntType(64)
@@ -321,10 +322,8 @@ class _SortBuilder(_Builder):
         """The whole function: every row sorted, then gathered."""
         b, n = self.b, _c(self.n)
         scratch_of_row = self.b.bitcast(self.values, I32.as_pointer())
-        malloc = b.module.globals.get("malloc") or ir.Function(
-            b.module, ir.FunctionType(I8.as_pointer(), [I64]), name="malloc")
-        free = b.module.globals.get("free") or ir.Function(
-            b.module, ir.FunctionType(ir.VoidType(), [I8.as_pointer()]), name="free")
+        malloc = _libc(b.module, "malloc", I8.as_pointer(), [I64])
+        free = _libc(b.module, "free", ir.VoidType(), [I8.as_pointer()])
         # a values row narrower than int32 slots cannot be the scratch: one row's worth
         # is allocated per call instead
         narrow = b.call(malloc, [_c(4 * max(self.n, 1))]) if self.itemsize < 4 else None

@@ -177,31 +177,38 @@ class RowsRendering:
             block = b.alloca(mem_type(dtype), size=width, name=name)
             block.align = LINE_BYTES
 
-        def one_block(q: ir.Value) -> None:
-            start = b.add(first, b.mul(q, _i64(width), flags=NSW), flags=NSW)
-            stop = b.add(start, _i64(width), flags=NSW)
-            stop = b.select(b.icmp_signed("<", stop, last), stop, last)
-            self.prefetch_ahead(prefetched_loads(s), s, start, width)
+        loads = prefetched_loads(s)
+
+        def one_block(start: ir.Value, stop: ir.Value) -> None:
+            self.prefetch_ahead(loads, s, start, width)
             self.late_block = (block, start)
             self.counted(f"{s.sym.name}.in", start, stop, s, lambda i: self.loop_body(s, i))
             self.late_block = None
             self.stream_block(block, start, stop, store, row)
-        blocks = b.udiv(b.add(b.sub(last, first), _i64(width - 1)), _i64(width))
-        self.counted(f"{s.sym.name}.block", _i64(0), blocks, None, one_block)
+        self.by_blocks(s, first, last, width, one_block)
 
     def prefetched_blocks(self, s: Loop, first: ir.Value, last: ir.Value) -> None:
         """Iterations [first, last) of loop `s` by blocks of BLOCK_BYTES of its widest
         load, each after prefetches of the loads a block PREFETCH_BYTES ahead will make
         (kernel/streaming.py `prefetched_loads`)."""
-        b, loads = self.b, prefetched_loads(s)
+        loads = prefetched_loads(s)
         width = max(BLOCK_BYTES // max(e.dtype.itemsize for e in loads), 1)
+
+        def one_block(start: ir.Value, stop: ir.Value) -> None:
+            self.prefetch_ahead(loads, s, start, width)
+            self.counted(f"{s.sym.name}.in", start, stop, s, lambda i: self.loop_body(s, i))
+        self.by_blocks(s, first, last, width, one_block)
+
+    def by_blocks(self, s: Loop, first: ir.Value, last: ir.Value, width: int,
+                  block: Callable[[ir.Value, ir.Value], None]) -> None:
+        """block(start, stop) for each block of `width` iterations of [first, last) of
+        loop `s` (the last one cut at `last`)."""
+        b = self.b
 
         def one_block(q: ir.Value) -> None:
             start = b.add(first, b.mul(q, _i64(width), flags=NSW), flags=NSW)
             stop = b.add(start, _i64(width), flags=NSW)
-            stop = b.select(b.icmp_signed("<", stop, last), stop, last)
-            self.prefetch_ahead(loads, s, start, width)
-            self.counted(f"{s.sym.name}.in", start, stop, s, lambda i: self.loop_body(s, i))
+            block(start, b.select(b.icmp_signed("<", stop, last), stop, last))
         blocks = b.udiv(b.add(b.sub(last, first), _i64(width - 1)), _i64(width))
         self.counted(f"{s.sym.name}.block", _i64(0), blocks, None, one_block)
 
