@@ -144,6 +144,13 @@ def opencl_device() -> str | None:
     return os.environ.get("FGRAD_OPENCL_DEVICE") or None
 
 
+@_overridable("pin_threads")
+def pin_threads() -> bool:
+    """Whether each worker of the llvm backend's pool stays on one CPU (FGRAD_PIN_THREADS,
+    on unless "0"); the calling thread is never pinned."""
+    return os.environ.get("FGRAD_PIN_THREADS", "1").strip().lower() not in ("0", "false", "no")
+
+
 @_overridable("num_threads")
 def num_threads() -> int:
     """Threads the llvm backend splits large kernels over (at least 1)."""

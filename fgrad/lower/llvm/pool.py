@@ -42,6 +42,7 @@ from typing import Any
 import llvmlite.binding as llvm
 from llvmlite import ir
 
+from fgrad import flags
 from fgrad.lower.llvm import disk_cache, target
 
 I32, I64 = ir.IntType(32), ir.IntType(64)
@@ -289,6 +290,26 @@ def _quietly_build() -> None:
         pass
 
 
+def pin_worker(thread: int) -> None:
+    """Keep the calling pool worker (thread 1, 2, ...) on one CPU, the thread-th of those
+    this process may use (flags.pin_threads). Why: when another process keeps a core busy,
+    Linux wakes a worker onto its waker's CPU, so the caller and the worker shared one core
+    for stretches of ~10 calls while the busy process had the other (W3 n=1024 calls of
+    15 ms, one thread's time being 13.5); a pinned worker leaves the unpinned caller to move
+    away from it (docs/performance.md, twenty-sixth session)."""
+    if not flags.pin_threads() or not hasattr(os, "sched_setaffinity"):
+        return
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) > 1:
+        os.sched_setaffinity(0, {cpus[thread % len(cpus)]})
+
+
+def _pinned_worker(loop: Any, control: int, thread: int) -> None:
+    """A native worker's thread: pinned (`pin_worker`), then the native loop."""
+    pin_worker(thread)
+    loop(control, thread)
+
+
 class NativePool:
     """Native worker threads (module docstring) for one process: `run` posts a part."""
 
@@ -343,7 +364,8 @@ class NativePool:
             worker_loop = _functions()[0]
             while len(self._workers) < count:
                 t = len(self._workers) + 1
-                worker = threading.Thread(target=worker_loop, args=(self._control_address, t),
+                worker = threading.Thread(target=_pinned_worker,
+                                          args=(worker_loop, self._control_address, t),
                                           daemon=True, name=f"fgrad-llvm-{t}")
                 worker.start()
                 self._workers.append(worker)

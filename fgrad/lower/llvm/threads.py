@@ -35,7 +35,7 @@ from fgrad import flags
 from fgrad.lower.kernel.index import Ix, Sym, ix_range
 from fgrad.lower.kernel.ir import AccUpdate, Expr, Kernel, Load, Loop, Op, Stmt, Store
 from fgrad.lower.kernel.program import Program, Segment
-from fgrad.lower.llvm.pool import NativePool, native_pool_supported
+from fgrad.lower.llvm.pool import NativePool, native_pool_supported, pin_worker
 
 MIN_PARALLEL_WORK = 1 << 18  # innermost iterations below which a kernel does not split
 I64 = ir.IntType(64)
@@ -213,10 +213,7 @@ def describe_threads(program: Program) -> str:
 def _gemm_split(name: str, eqn: Any, chunks: tuple[int, int, int]) -> str:
     from fgrad.lower.llvm.gemm.prepack import prepack_plan
     plan = prepack_plan(eqn)
-    if plan is None:
-        return f"{name} over {chunks[2]} rows"
-    return (f"{name} over {plan.m} rows ({plan.row_chunks} chunks, after B is packed once "
-            f"in {plan.units} units)")
+    return f"{name} over {chunks[2]} rows" if plan is None else plan.describe(name)
 
 
 # ---------------------------------------------------------------------------- rendering
@@ -480,6 +477,7 @@ class ThreadPool:
             self._workers.append(worker)
 
     def _work(self, thread: int) -> None:
+        pin_worker(thread)
         seen = 0
         while True:
             with self._wake:

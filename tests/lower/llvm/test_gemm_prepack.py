@@ -15,6 +15,7 @@ from fgrad import Tensor
 from fgrad.lower.llvm import blas
 from fgrad.lower.llvm.gemm.native import KC, NC
 from fgrad.lower.llvm.gemm import prepack
+from fgrad.lower.llvm.gemm.claimed import ClaimedPlan
 from fgrad.lower.llvm.gemm.prepack import prepack_plan
 from fgrad.lower.llvm.runtime import describe
 
@@ -121,7 +122,9 @@ def test_the_host_decides_by_its_l2(monkeypatch):
     monkeypatch.setattr(prepack, "ENABLED", None)
     closed, eqn = _dot_eqn(lambda a, b: a @ b, np.ones((256, 784), np.float32),
                            np.ones((784, 512), np.float32))
-    assert (prepack_plan(eqn) is not None) == prepack.shared_b_pays()
+    plan = prepack_plan(eqn)
+    assert isinstance(plan, prepack.PrepackPlan) == prepack.shared_b_pays()
+    assert isinstance(plan, ClaimedPlan) == (not prepack.shared_b_pays())
     l2 = prepack.cache_bytes(2)
     if l2 is not None:
         assert prepack.shared_b_pays() == (l2 < KC * NC * 4)

@@ -34,6 +34,7 @@ from fgrad.lower.llvm.gemm.native import (GEMM_TYPES, I1, I64, I8P, KC, MC_TARGE
                                           aligned_alloc, micro_args, routine_prefix,
                                           shared_routines, tile_shape)
 from fgrad.lower.kernel.ir import Kernel
+from fgrad.lower.llvm.gemm.claimed import ClaimedPlan, claimed_blocks, emit_claimed
 from fgrad.lower.llvm.gemm.conv_pack import GEOMETRY, conv_pack_type, render_conv_pack
 from fgrad.lower.llvm.gemm.epilogue import RegisterEpilogue, register_epilogue
 from fgrad.lower.llvm.gemm.pack import render_pack
@@ -45,7 +46,8 @@ from fgrad.lower.schedule.gemm_layout import PAIRS_PARAM, GemmDims, gemm_dims
 
 # The fixed part of a driver's `dims` array; the batch sizes and strides follow.
 DIMS = ("m", "n", "k", "lhs_ld", "rhs_ld", "lhs_trans", "rhs_trans", "mc", "kc", "nc",
-        "row_scale", "epi_mode", "epi_out", "epi_bias", *GEOMETRY, "conv_pack", "batch_rank")
+        "row_scale", "epi_mode", "epi_out", "epi_bias", *GEOMETRY, "conv_pack", "claims",
+        "batch_rank")
 THUNK = ir.FunctionType(ir.VoidType(), [I8P.as_pointer(), I64, I64])
 
 
@@ -76,7 +78,8 @@ def driver_dims(d: GemmDims, size: int, row_scale: int,
                     *(lo for lo, _ in padding), *out[1:]]
         rhs_strides = tuple(math.prod(patches.image[a + 1:]) for a in range(patches.lead))
     fixed = [d.m, d.n, k, lhs_ld, rhs_ld, int(d.lhs.trans), int(d.rhs.trans), mc, kc,
-             nc, row_scale, 0, 0, 0, *geometry, 0, len(d.batch)]  # epi_*, conv_pack: at run
+             nc, row_scale, 0, 0, 0, *geometry, 0, 0, len(d.batch)]  # epi_*, conv_pack,
+    # claims: at run time
     assert len(fixed) == len(DIMS)
     return [*fixed, *d.batch, *lhs_strides, *rhs_strides]
 
@@ -194,15 +197,22 @@ class _Driver:
                 first = b.icmp_signed("==", pc, _c(0))
                 last = b.icmp_signed(">=", b.add(pc, kc), k)
                 mode = b.select(last, d["epi_mode"], _c(0))
-                panel = self._b_panel(y, jc, nc, pc, kc, bpack)
 
-                def row_block(ic: ir.Value) -> None:
+                def row_block(ic: ir.Value, panel: ir.Value) -> None:
                     mc = _smin(b, d["mc"], b.sub(hi, ic))
                     b.call(self.pack_a, [apack, x, d["lhs_ld"], ic, b.add(ic, mc), pc, kc])
                     b.call(self.tiles, [kc, apack, panel, c, n, mc, nc, first, mode, out2,
                                         bias, residual, ic, jc])
                     self._epilogue_rows(ic, mc, pc, kc, jc, nc)
-                _loop(b, lo, hi, d["mc"], row_block, "ic")
+
+                def pack_panel() -> ir.Value:
+                    return self._b_panel(y, jc, nc, pc, kc, bpack)
+                with b.if_else(b.icmp_signed("!=", d["claims"], _c(0))) as (claimed, split):
+                    with claimed:   # gemm/claimed.py: rows [0, hi) in blocks claimed
+                        claimed_blocks(b, d["claims"], d, jc, pc, hi, pack_panel, row_block)
+                    with split:
+                        panel = pack_panel()
+                        _loop(b, lo, hi, d["mc"], lambda ic: row_block(ic, panel), "ic")
             _loop(b, _c(0), k, d["kc"], k_slice, "pc")
         _loop(b, _c(0), n, d["nc"], col_block, "jc")
 
@@ -280,7 +290,7 @@ def render_driver(module: ir.Module, ft: ir.Type, size: int, pairs: bool = False
 
 def render_call_site(module: ir.Module, name: str, d: GemmDims, ft: ir.Type, size: int,
                      epilogue: ir.Function | None, row_scale: int,
-                     prepack: PrepackPlan | None = None,
+                     prepack: PrepackPlan | ClaimedPlan | None = None,
                      register: RegisterEpilogue | None = None,
                      private: bool = False, patches: PatchRead | None = None,
                      pairs: bool = False) -> ir.Function:
@@ -303,7 +313,10 @@ def render_call_site(module: ir.Module, name: str, d: GemmDims, ft: ir.Type, siz
     start, stop = fn.args[3 + len(buffers):5 + len(buffers)]
     given = list(fn.args[3:3 + len(buffers)])
     b = ir.IRBuilder(fn.append_basic_block("entry"))
-    dims = _dims_copy(b, name, driver_dims(d, size, row_scale, patches, pairs))
+    values = driver_dims(d, size, row_scale, patches, pairs)
+    if isinstance(prepack, ClaimedPlan):
+        values[DIMS.index("mc")] = prepack.rows_per
+    dims = _dims_copy(b, name, values)
     if patches is not None:
         pack = _libc(module, f"{routine_prefix(ft, size)}_pack_b_conv", ir.VoidType(),
                      list(conv_pack_type(fp).args))
@@ -320,9 +333,12 @@ def render_call_site(module: ir.Module, name: str, d: GemmDims, ft: ir.Type, siz
         else ir.Constant(THUNK.as_pointer(), None)
     driver = _libc(module, f"{routine_prefix(ft, size, pairs)}_driver", ir.VoidType(),
                    list(driver_type(ft).args))
-    if prepack is not None:
-        emit_units(b, prepack, ft, size, (driver, dims, out, lhs, rhs, thunk, ctx), start,
-                   stop, fn.args[-1])
+    call = (driver, dims, out, lhs, rhs, thunk, ctx)
+    if isinstance(prepack, ClaimedPlan):
+        claims_at = b.gep(dims, [_c(DIMS.index("claims"))])
+        emit_claimed(b, prepack, call, claims_at, start, stop, fn.args[-1])
+    elif prepack is not None:
+        emit_units(b, prepack, ft, size, call, start, stop, fn.args[-1])
     else:
         b.call(driver, [dims, out, lhs, rhs, start, stop, thunk, ctx, ir.Constant(fp, None)])
     if epilogue is not None and not row_ranged and register is None:

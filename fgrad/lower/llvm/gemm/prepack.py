@@ -31,6 +31,8 @@ from dataclasses import dataclass
 from llvmlite import ir
 
 from fgrad.core.ir import Eqn
+from fgrad.lower.llvm.gemm import claimed
+from fgrad.lower.llvm.gemm.claimed import ClaimedPlan, claimed_plan
 from fgrad.lower.llvm.gemm.native import (I64, KC, MC_TARGET, NC, _c, _libc, _loop, _smin,
                                           aligned_alloc, routine_prefix, tile_shape,
                                           uses_native_gemm)
@@ -40,7 +42,8 @@ from fgrad.lower.schedule.gemm_layout import PAIRS_PARAM, gemm_dims
 PACK_COLS = 128          # columns of B per packing unit (divides NC, a multiple of NR)
 ROW_CHUNKS_PER_THREAD = 4
 MAX_PACKED_BYTES = 1 << 28     # a larger B keeps the driver's own per-chunk packing
-# measurement switch (bench/A-B): True / False force shared / per-chunk packing; None: by host
+# measurement switch (bench/A-B): True / False force shared / per-thread packing; None: by
+# host (per-thread packing claims its row blocks: gemm/claimed.py, unless that is switched off)
 ENABLED: bool | None = None
 SCRATCH_SLOT, FINISHED_SLOT, DONE_SLOT = 2, 3, 8   # i64 slots of the call's state line
 
@@ -62,6 +65,11 @@ class PrepackPlan:
         count = self.units + self.row_chunks
         return count, 1, count
 
+    def describe(self, name: str) -> str:
+        """One line for `threads.describe_threads`."""
+        return (f"{name} over {self.m} rows ({self.row_chunks} chunks, after B is packed once "
+                f"in {self.units} units)")
+
 
 @functools.cache
 def shared_b_pays() -> bool:
@@ -77,12 +85,14 @@ def shared_b_pays() -> bool:
     return l2 is None or l2 < KC * NC * 4
 
 
-def prepack_plan(eqn: Eqn) -> PrepackPlan | None:
-    """How the call of `eqn` splits with B packed once, or None: not fgrad's own GEMM, a
-    batched product, too little work to split (blas.MIN_SPLIT_FLOPS; a row chunk holds at
-    least blas.MIN_CHUNK_FLOPS), or a B too large to copy."""
+def prepack_plan(eqn: Eqn) -> PrepackPlan | ClaimedPlan | None:
+    """How the call of `eqn` splits with B packed once, or, where each thread packing its
+    own B panels pays (`shared_b_pays`), with row blocks claimed per panel (gemm/claimed.py);
+    None: not fgrad's own GEMM, a batched product, too little work to split
+    (blas.MIN_SPLIT_FLOPS; a row chunk holds at least blas.MIN_CHUNK_FLOPS), or a B too
+    large to copy: the plain split."""
     from fgrad.lower.llvm import blas
-    if not (shared_b_pays() if ENABLED is None else ENABLED) or not uses_native_gemm(eqn):
+    if ENABLED is False or eqn.primitive.name != "dot_general" or not uses_native_gemm(eqn):
         return None
     dims = gemm_dims(eqn)
     if dims is None or dims.batch or "rhs_patches" in eqn.params \
@@ -92,7 +102,12 @@ def prepack_plan(eqn: Eqn) -> PrepackPlan | None:
     mr, nr, _ = tile_shape(size)
     row_flops = 2 * dims.n * dims.k
     packed = dims.k * -(-dims.n // nr) * nr
-    if dims.m * row_flops < blas.MIN_SPLIT_FLOPS or packed * size > MAX_PACKED_BYTES:
+    if dims.m * row_flops < blas.MIN_SPLIT_FLOPS:
+        return None
+    if not (ENABLED or shared_b_pays()):
+        return claimed_plan(dims.m, dims.n, dims.k, mr, row_flops, blas.MIN_CHUNK_FLOPS) \
+            if claimed.ENABLED else None
+    if packed * size > MAX_PACKED_BYTES:
         return None
     threads = max(2, os.cpu_count() or 1)   # the machine's, not FGRAD_NUM_THREADS: one plan
     rows = max(-(-dims.m // (threads * ROW_CHUNKS_PER_THREAD)),

@@ -1,0 +1,190 @@
+"""A split GEMM whose threads claim row blocks as they go, each over its own B panels.
+
+In: an unbatched product that splits over the pool on a host where each thread packing its
+own B panel is faster than sharing one (`prepack.shared_b_pays` is False). Out: its plan
+(`claimed_plan`: one chunk per thread, rows in blocks), the call site's body that runs a
+thread's part (`emit_claimed`), and the driver's loop over the blocks of one panel
+(`claimed_blocks`).
+
+Why: the plain split gives each thread a fixed half of the rows, so a thread that shares
+its core with another process sets the call's time (W3 under `bench/run.py --contended`:
+2.0-2.4x slower, against JAX's 1.2-1.7x). Here the driver's loops keep their order (column
+block jc, then slice pc, whose B panel a thread packs into its own L2 buffer only when it
+has claimed a row block of it), but the row blocks of each panel are claimed from a counter,
+so the thread that runs faster takes more of them. C's rows of a block accumulate slice
+after slice, so block i of panel p waits until block i of panel p - 1 is stored (a counter
+per block, release/acquire); blocks are claimed in order, so the wait is rare and short.
+
+The counters live in one zeroed block of the call's (`scratch_elems` i64): one per panel,
+each on its own cache line, then one per row block. The first thread to need it allocates
+it and installs it in the call's state line (slot 2) by compare-and-swap (a thread that
+loses frees its own); the thread that finishes the last part (slot 3) frees it. The driver
+reads its address from its `dims` ("claims"; 0 for the plain split).
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Callable
+
+from llvmlite import ir
+
+from fgrad.lower.llvm.gemm.native import I64, KC, MC_TARGET, NC, _c, _libc, _loop
+
+ROW_BLOCKS_PER_THREAD = 4
+LINE = 8                     # i64 per cache line: one panel counter each
+SCRATCH_SLOT, FINISHED_SLOT = 2, 3   # i64 slots of the call's state line
+# measurement switch (bench/A-B): False keeps the plain split where B is not shared
+ENABLED = True
+
+
+@dataclass(frozen=True)
+class ClaimedPlan:
+    """A claimed split: `threads` parts (one chunk each of the pool's claim loop), the `m`
+    rows in `blocks` blocks of `rows_per` (the driver's MC), `panels` B panels."""
+
+    threads: int
+    blocks: int
+    rows_per: int
+    m: int
+    panels: int
+
+    @property
+    def chunking(self) -> tuple[int, int, int]:
+        """The call's (chunk count, size, extent) for threads.render_part: a part each."""
+        return self.threads, 1, self.threads
+
+    @property
+    def scratch_elems(self) -> int:
+        """i64 counters the call needs: a cache line per panel, one per row block."""
+        return self.panels * LINE + self.blocks
+
+    def describe(self, name: str) -> str:
+        """One line for `threads.describe_threads`."""
+        return (f"{name} over {self.m} rows ({self.blocks} blocks of {self.rows_per} rows "
+                f"claimed per B panel, {self.panels} panels)")
+
+
+def claimed_plan(m: int, n: int, k: int, mr: int, row_flops: int,
+                 min_chunk_flops: int) -> ClaimedPlan | None:
+    """The claimed split of an m x n x k product with MR-row tiles, or None when it would
+    have fewer than two row blocks."""
+    threads = max(2, os.cpu_count() or 1)   # the machine's, not FGRAD_NUM_THREADS: one plan
+    rows = max(-(-m // (threads * ROW_BLOCKS_PER_THREAD)), -(-min_chunk_flops // row_flops))
+    rows = min(-(-rows // mr) * mr, max(mr, MC_TARGET // mr * mr))
+    blocks = -(-m // rows)
+    even = -(-m // blocks)                      # the same count, sizes evened out
+    rows = -(-even // mr) * mr
+    blocks = -(-m // rows)
+    if blocks < 2 or k < 1:
+        return None
+    return ClaimedPlan(threads, blocks, rows, m, -(-n // NC) * -(-k // KC))
+
+
+
+def emit_claimed(b: ir.IRBuilder, plan: ClaimedPlan, call: tuple[ir.Value, ...],
+                 claims_at: ir.Value, start: ir.Value, stop: ir.Value,
+                 line: ir.Value) -> None:
+    """Run parts [start, stop) of a claimed call (module docstring): `call` is (driver,
+    dims, out, lhs, rhs, thunk, ctx), `claims_at` the "claims" field of `dims`, `line` the
+    call's i64 state line."""
+    driver, dims, out, lhs, rhs, thunk, ctx = call
+    module = b.module
+    i8p = ir.IntType(8).as_pointer()
+    free = _libc(module, "free", ir.VoidType(), [i8p])
+    calloc = _libc(module, "calloc", i8p, [I64, I64])
+    slot = b.gep(line, [_c(SCRATCH_SLOT)], inbounds=True)
+    with b.if_then(b.icmp_signed("==", b.load_atomic(slot, "acquire", 8), _c(0))):
+        fresh = b.call(calloc, [_c(plan.scratch_elems), _c(8)])
+        swap = b.cmpxchg(slot, _c(0), b.ptrtoint(fresh, I64), "acq_rel", "acquire")
+        with b.if_then(b.not_(b.extract_value(swap, 1))):
+            b.call(free, [fresh])
+    scratch = b.load_atomic(slot, "acquire", 8)
+    b.store(scratch, claims_at)
+    fp = out.type
+
+    def part(_: ir.Value) -> None:
+        b.call(driver, [dims, out, lhs, rhs, _c(0), _c(plan.m), thunk, ctx,
+                        ir.Constant(fp, None)])
+    _loop(b, start, stop, 1, part, "part")
+    finished = b.gep(line, [_c(FINISHED_SLOT)], inbounds=True)
+    count = b.sub(stop, start)
+    before = b.atomic_rmw("add", finished, count, "acq_rel")
+    with b.if_then(b.icmp_signed("==", b.add(before, count), _c(plan.threads))):
+        b.call(free, [b.inttoptr(scratch, i8p)])
+
+
+def claimed_blocks(b: ir.IRBuilder, claims: ir.Value, d: dict[str, ir.Value],
+                   jc: ir.Value, pc: ir.Value, rows: ir.Value,
+                   pack_panel: Callable[[], ir.Value],
+                   row_block: Callable[[ir.Value, ir.Value], None]) -> None:
+    """The driver's loop over the row blocks of panel (jc, pc) that this thread claims
+    (module docstring): `claims` the counters' address (i64), `rows` the product's rows,
+    `pack_panel()` packs this panel and returns it, `row_block(ic, panel)` computes rows
+    [ic, ic + mc) of it."""
+    base = b.inttoptr(claims, I64.as_pointer())
+    mc = d["mc"]
+    slices = b.sdiv(b.add(d["k"], b.sub(d["kc"], _c(1))), d["kc"])
+    columns = b.sdiv(b.add(d["n"], b.sub(d["nc"], _c(1))), d["nc"])
+    panel_index = b.add(b.mul(b.sdiv(jc, d["nc"]), slices), b.sdiv(pc, d["kc"]))
+    blocks = b.sdiv(b.add(rows, b.sub(mc, _c(1))), mc)
+    counter = b.gep(base, [b.mul(panel_index, _c(LINE))], inbounds=True)
+    progress = b.gep(base, [b.mul(b.mul(columns, slices), _c(LINE))], inbounds=True)
+    first = b.atomic_rmw("add", counter, _c(1), "monotonic")
+    fn = b.function
+    with b.if_then(b.icmp_signed("<", first, blocks)):
+        panel = pack_panel()
+        with b.goto_entry_block():
+            deferred = b.alloca(I64, name="deferred")
+        b.store(_c(-1), deferred)
+
+        def run(block: ir.Value) -> None:
+            mark = b.gep(progress, [block], inbounds=True)
+            _wait_for(b, mark, panel_index)
+            row_block(b.mul(block, mc), panel)
+            b.store_atomic(b.add(panel_index, _c(1)), mark, "release", 8)
+        before = b.block
+        body, done = fn.append_basic_block("claimed.block"), fn.append_basic_block("claimed.end")
+        b.branch(body)
+        b.position_at_end(body)
+        block = b.phi(I64, name="block")
+        block.add_incoming(first, before)
+        mark = b.gep(progress, [block], inbounds=True)
+        ready = b.icmp_signed(">=", b.load_atomic(mark, "acquire", 8), panel_index)
+        with b.if_else(ready) as (now, later):
+            with now:
+                run(block)
+            with later:     # its slice before is still being computed: keep it for later
+                held = b.load(deferred)
+                with b.if_then(b.icmp_signed(">=", held, _c(0))):
+                    run(held)
+                b.store(block, deferred)
+        following = b.atomic_rmw("add", counter, _c(1), "monotonic")
+        block.add_incoming(following, b.block)
+        b.cbranch(b.icmp_signed("<", following, blocks), body, done)
+        b.position_at_end(done)
+        held = b.load(deferred)
+        with b.if_then(b.icmp_signed(">=", held, _c(0))):
+            run(held)
+
+
+def _wait_for(b: ir.IRBuilder, mark: ir.Value, target: ir.Value) -> None:
+    """Spin (with the x86 pause hint, yielding now and then) until *mark >= target."""
+    from fgrad.lower.llvm.threads import _pause
+    fn = b.function
+    before = b.block
+    look, spin, ready = (fn.append_basic_block(f"claimed.{s}") for s in ("look", "spin", "ok"))
+    b.branch(look)
+    b.position_at_end(look)
+    spins = b.phi(I64, name="spins")
+    spins.add_incoming(_c(0), before)
+    now = b.load_atomic(mark, "acquire", 8)
+    b.cbranch(b.icmp_signed(">=", now, target), ready, spin)
+    b.position_at_end(spin)
+    _pause(b.module, b)
+    more = b.add(spins, _c(1))
+    with b.if_then(b.icmp_signed("==", b.and_(more, _c(1023)), _c(0))):
+        b.call(_libc(b.module, "sched_yield", ir.IntType(32), []), [])
+    spins.add_incoming(more, b.block)
+    b.branch(look)
+    b.position_at_end(ready)
