@@ -122,7 +122,7 @@ def _raise_timeout(signum: int, frame: Any) -> None:
     raise Timeout("over the per-case time guard (see Settings.guard_s)")
 
 
-def _guarded(fn: Callable[[], Result], seconds: int) -> Result:
+def guarded(fn: Callable[[], Result], seconds: int) -> Result:
     """fn() with an alarm after `seconds` (it fires once Python code runs again)."""
     old = signal.signal(signal.SIGALRM, _raise_timeout)
     signal.alarm(seconds)
@@ -213,7 +213,7 @@ def run_row(row: Row, settings: Settings) -> Row:
     """
     for name, measure in row.measures.items():
         try:
-            row.results[name] = _guarded(measure, settings.guard_s)
+            row.results[name] = guarded(measure, settings.guard_s)
         except Exception as exc:  # noqa: BLE001
             row.results[name] = short_error(exc)
     row.measures = {}

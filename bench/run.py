@@ -9,6 +9,8 @@
                                          # than the committed bench/baseline.json
     python bench/run.py --write-baseline # store this run's fgrad/NumPy ratios as the baseline
     python bench/run.py --contended      # run everything while a process keeps a core busy
+    python bench/run.py --slowdown --only W3,W5   # each contender quiet, then at once with
+                                         # a core busy: the slowdown of each, in one run
 
 Prints the machine, then per workload the median time per call of every contender (after a
 warm-up call), its ratio to NumPy and to the fastest anchor (NumPy, PyTorch, JAX) measured
@@ -20,6 +22,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import statistics
 import sys
 import time
 from collections.abc import Callable
@@ -31,7 +34,7 @@ import report
 import workloads
 import transformer
 from cold_start import w6_rows, w9_rows
-from harness import Row, Settings, header, run_row, short_error, timed
+from harness import Row, Settings, guarded, header, run_row, short_error, timed
 
 FULL = {"w1": 24, "w2": 4096, "w3": [256, 1024, 2048], "w4": 32, "w5": 256, "w8": 128}
 QUICK = {"w1": 16, "w2": 256, "w3": [64, 128, 256], "w4": 4, "w5": 32, "w8": 8}
@@ -99,6 +102,9 @@ def parse_args() -> argparse.Namespace:
                         help="merge this run's fgrad/NumPy ratios into bench/baseline.json")
     parser.add_argument("--contended", action="store_true",
                         help="keep one core busy with a spinning process during the run")
+    parser.add_argument("--slowdown", action="store_true",
+                        help="time each contender quiet and then with one core busy, and "
+                             "print its slowdown (busy / quiet)")
     return parser.parse_args()
 
 
@@ -115,9 +121,34 @@ def run_workloads(args: argparse.Namespace, settings: Settings) -> list[Row]:
         except Exception as exc:  # noqa: BLE001  (set-up failed: report it, go on)
             built = [Row(f"{wid} (set-up)", {}, results={"numpy": short_error(exc)})]
         for row in built:
-            rows.append(run_row(row, settings))
+            rows.append(run_slowdown(row, settings) if args.slowdown else run_row(row, settings))
             print("\n".join(report.text_lines(row)), flush=True)
     return rows
+
+
+def run_slowdown(row: Row, settings: Settings, rounds: int = 3) -> Row:
+    """Time each contender quiet, then at once again while a process keeps a core busy,
+    `rounds` times in turn; its cell becomes "quiet -> busy ms (slowdown x)" from the
+    medians (the goal "slowdown no worse than JAX's under the same load" compares these).
+    A row that interleaves two calls itself (reference not NumPy) is left out."""
+    if row.reference != "numpy":
+        row.results = {name: "not timed under --slowdown" for name in row.measures}
+        row.measures = {}
+        return row
+    for name, measure in row.measures.items():
+        try:
+            quiet, busy = [], []
+            for _ in range(rounds):
+                quiet.append(guarded(measure, settings.guard_s))
+                with check.busy_core():
+                    time.sleep(0.2)   # the spinning process has started
+                    busy.append(guarded(measure, settings.guard_s))
+            q, b = statistics.median(quiet), statistics.median(busy)
+            row.results[name] = f"{q:.4g} -> {b:.4g} {row.unit} (slowdown {b / q:.2f}x)"
+        except Exception as exc:  # noqa: BLE001
+            row.results[name] = short_error(exc)
+    row.measures = {}
+    return row
 
 
 def main() -> None:

@@ -3,9 +3,9 @@ pinned workers.
 
 References: NumPy matmul in float64. Shapes cover several jc column blocks, a contraction
 deeper than KC with a short last slice, widths that are not a multiple of NR, transposed
-operands, float64, fused epilogues, 1-3 threads, and six threads on this machine's CPUs
-(preempted threads hold blocks, so others defer the blocks whose slice before is not
-stored yet).
+operands, float64, fused epilogues, bfloat16 pairs (AMX), 1-3 threads, and six threads on
+this machine's CPUs (preempted threads hold blocks, so others defer the blocks whose slice
+before is not stored yet).
 """
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ import subprocess
 import sys
 import threading
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -24,6 +25,7 @@ from fgrad.lower.llvm import blas
 from fgrad.lower.llvm.gemm import claimed, prepack
 from fgrad.lower.llvm.gemm.claimed import ClaimedPlan, claimed_plan
 from fgrad.lower.llvm.gemm.native import KC, NC
+from fgrad.lower.llvm.gemm.pairs import host_has_pairs
 from fgrad.lower.llvm.gemm.prepack import prepack_plan
 from fgrad.lower.llvm.runtime import describe
 
@@ -90,6 +92,22 @@ def test_oversubscribed_threads_defer_blocks(monkeypatch: pytest.MonkeyPatch,
         _check(relu(Tensor(x), Tensor(w), Tensor(bias)), np.maximum(product + bias, 0),
                x.shape[1], dtype)
         _check(tanh(Tensor(x), Tensor(w)), np.tanh(product) * 2.0, x.shape[1], dtype)
+
+
+@pytest.mark.skipif(not host_has_pairs(), reason="no AMX-BF16 on this CPU")
+@pytest.mark.parametrize("threads", ["2", "6"])
+def test_claimed_bfloat16_pairs(monkeypatch: pytest.MonkeyPatch, threads: str) -> None:
+    monkeypatch.setattr(os, "cpu_count", lambda: int(threads))
+    monkeypatch.setenv("FGRAD_NUM_THREADS", threads)
+    bf16 = ml_dtypes.bfloat16
+    a = RNG.standard_normal((700, 1030)).astype(bf16)
+    b = RNG.standard_normal((1030, 300)).astype(bf16)
+    fn = fgrad.jit(lambda x, y: x.float() @ y.float(), backend="llvm")
+    assert "claimed per B panel" in fn.lower(Tensor(a), Tensor(b)).as_text()
+    want = a.astype(np.float64) @ b.astype(np.float64)
+    for _ in range(3):
+        got = fn(Tensor(a), Tensor(b)).numpy().astype(np.float64)
+        assert np.abs(got - want).max() < 4e-7 * np.abs(want).max() * np.sqrt(a.size)
 
 
 def test_claimed_plans() -> None:

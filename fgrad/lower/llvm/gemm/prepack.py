@@ -33,6 +33,7 @@ from llvmlite import ir
 from fgrad.core.ir import Eqn
 from fgrad.lower.llvm.gemm import claimed
 from fgrad.lower.llvm.gemm.claimed import ClaimedPlan, claimed_plan
+from fgrad.lower.llvm.gemm.pairs import pair_sizes
 from fgrad.lower.llvm.gemm.native import (I64, KC, MC_TARGET, NC, _c, _libc, _loop, _smin,
                                           aligned_alloc, routine_prefix, tile_shape,
                                           uses_native_gemm)
@@ -87,27 +88,31 @@ def shared_b_pays() -> bool:
 
 def prepack_plan(eqn: Eqn) -> PrepackPlan | ClaimedPlan | None:
     """How the call of `eqn` splits with B packed once, or, where each thread packing its
-    own B panels pays (`shared_b_pays`), with row blocks claimed per panel (gemm/claimed.py);
+    own B panels pays (not `shared_b_pays`), with row blocks claimed per panel
+    (gemm/claimed.py; also an unbatched implicit GEMM's and a bfloat16 pairs product's);
     None: not fgrad's own GEMM, a batched product, too little work to split
-    (blas.MIN_SPLIT_FLOPS; a row chunk holds at least blas.MIN_CHUNK_FLOPS), or a B too
-    large to copy: the plain split."""
+    (blas.MIN_SPLIT_FLOPS; a row chunk holds at least blas.MIN_CHUNK_FLOPS), or, for a
+    shared B, a B too large to copy, read from an image or in bfloat16 pairs: the plain
+    split."""
     from fgrad.lower.llvm import blas
     if ENABLED is False or eqn.primitive.name != "dot_general" or not uses_native_gemm(eqn):
         return None
     dims = gemm_dims(eqn)
-    if dims is None or dims.batch or "rhs_patches" in eqn.params \
-            or eqn.params.get(PAIRS_PARAM):   # bfloat16 pairs: each thread packs its B
+    if dims is None or dims.batch:
         return None
+    pairs = bool(eqn.params.get(PAIRS_PARAM))
     size = eqn.outvars[0].aval.dtype.itemsize
-    mr, nr, _ = tile_shape(size)
+    mr, nr, _ = tile_shape(size, pairs=pairs)
     row_flops = 2 * dims.n * dims.k
     packed = dims.k * -(-dims.n // nr) * nr
     if dims.m * row_flops < blas.MIN_SPLIT_FLOPS:
         return None
     if not (ENABLED or shared_b_pays()):
-        return claimed_plan(dims.m, dims.n, dims.k, mr, row_flops, blas.MIN_CHUNK_FLOPS) \
+        depth = pair_sizes(dims)[0] if pairs else dims.k   # the driver's k
+        return claimed_plan(dims.m, dims.n, depth, mr, row_flops, blas.MIN_CHUNK_FLOPS) \
             if claimed.ENABLED else None
-    if packed * size > MAX_PACKED_BYTES:
+    # a shared B is packed from a stored B (not an image), each bfloat16 pairs B per thread
+    if "rhs_patches" in eqn.params or pairs or packed * size > MAX_PACKED_BYTES:
         return None
     threads = max(2, os.cpu_count() or 1)   # the machine's, not FGRAD_NUM_THREADS: one plan
     rows = max(-(-dims.m // (threads * ROW_CHUNKS_PER_THREAD)),
