@@ -171,7 +171,10 @@ def interleaved(factories: dict[str, Callable[[], Call]], settings: Settings
     """Measures of calls timed side by side: every round takes one sample of each in turn,
     so the machine's drift over the case (other load, clock changes) moves them alike and
     their ratio is steadier than that of two cases timed minutes apart. The first measure
-    run times them all; each then gives its own median (or min)."""
+    run times them all; the first call gives its own median (or min), each other one that
+    times the median over rounds of its sample / the first's sample of the same round (a
+    round's drift cancels in its ratio; two medians taken apart let one noisy round move
+    the ratio)."""
     results: dict[str, float] = {}
 
     def run_all() -> None:
@@ -189,6 +192,11 @@ def interleaved(factories: dict[str, Callable[[], Call]], settings: Settings
                 samples[name].append(_seconds(call, loop))
         pick = min if settings.stat == "min" else statistics.median
         results.update({name: pick(s) * 1e3 for name, s in samples.items()})
+        first_name = next(iter(calls))
+        for name in list(calls)[1:]:   # its time: the first's, times the paired ratio
+            ratio = statistics.median(a / b for a, b in zip(samples[name],
+                                                             samples[first_name]))
+            results[name] = results[first_name] * ratio
 
     def measure_of(name: str) -> Measure:
         def measure() -> float:
