@@ -131,41 +131,43 @@ def claimed_blocks(b: ir.IRBuilder, claims: ir.Value, d: dict[str, ir.Value],
     counter = b.gep(base, [b.mul(panel_index, _c(LINE))], inbounds=True)
     progress = b.gep(base, [b.mul(b.mul(columns, slices), _c(LINE))], inbounds=True)
     first = b.atomic_rmw("add", counter, _c(1), "monotonic")
-    fn = b.function
     with b.if_then(b.icmp_signed("<", first, blocks)):
         panel = pack_panel()
-        with b.goto_entry_block():
-            deferred = b.alloca(I64, name="deferred")
-        b.store(_c(-1), deferred)
+        _claim_loop(b, first, blocks, counter, progress, panel_index,
+                    lambda block: row_block(b.mul(block, mc), panel))
 
-        def run(block: ir.Value) -> None:
-            mark = b.gep(progress, [block], inbounds=True)
-            _wait_for(b, mark, panel_index)
-            row_block(b.mul(block, mc), panel)
-            b.store_atomic(b.add(panel_index, _c(1)), mark, "release", 8)
-        before = b.block
-        body, done = fn.append_basic_block("claimed.block"), fn.append_basic_block("claimed.end")
-        b.branch(body)
-        b.position_at_end(body)
-        block = b.phi(I64, name="block")
-        block.add_incoming(first, before)
-        mark = b.gep(progress, [block], inbounds=True)
-        ready = b.icmp_signed(">=", b.load_atomic(mark, "acquire", 8), panel_index)
-        with b.if_else(ready) as (now, later):
-            with now:
-                run(block)
-            with later:     # its slice before is still being computed: keep it for later
-                held = b.load(deferred)
-                with b.if_then(b.icmp_signed(">=", held, _c(0))):
-                    run(held)
-                b.store(block, deferred)
-        following = b.atomic_rmw("add", counter, _c(1), "monotonic")
-        block.add_incoming(following, b.block)
-        b.cbranch(b.icmp_signed("<", following, blocks), body, done)
-        b.position_at_end(done)
-        held = b.load(deferred)
-        with b.if_then(b.icmp_signed(">=", held, _c(0))):
-            run(held)
+
+def _claim_loop(b: ir.IRBuilder, first: ir.Value, blocks: ir.Value, counter: ir.Value,
+                progress: ir.Value, panel_index: ir.Value,
+                compute: Callable[[ir.Value], None]) -> None:
+    """Blocks from `first` on, as claimed from `counter`: one whose previous slice is not
+    stored yet (progress < panel_index) is kept aside while the next is claimed, and done
+    before another is kept (or, after the last claim, in one more trip with block -1).
+    `compute` is emitted once."""
+    fn = b.function
+    before = b.block
+    body, done = fn.append_basic_block("claimed.block"), fn.append_basic_block("claimed.end")
+    b.branch(body)
+    b.position_at_end(body)
+    block, held = b.phi(I64, name="block"), b.phi(I64, name="held")
+    block.add_incoming(first, before)
+    held.add_incoming(_c(-1), before)
+    valid = b.icmp_signed(">=", block, _c(0))
+    at = b.gep(progress, [b.select(valid, block, _c(0))], inbounds=True)
+    ready = b.and_(valid, b.icmp_signed(">=", b.load_atomic(at, "acquire", 8), panel_index))
+    todo, keep = b.select(ready, block, held), b.select(ready, held, block)
+    with b.if_then(b.icmp_signed(">=", todo, _c(0))):
+        mark = b.gep(progress, [todo], inbounds=True)
+        _wait_for(b, mark, panel_index)
+        compute(todo)
+        b.store_atomic(b.add(panel_index, _c(1)), mark, "release", 8)
+    following = b.atomic_rmw("add", counter, _c(1), "monotonic")
+    following = b.select(b.icmp_signed("<", following, blocks), following, _c(-1))
+    more = b.or_(b.icmp_signed(">=", following, _c(0)), b.icmp_signed(">=", keep, _c(0)))
+    block.add_incoming(following, b.block)
+    held.add_incoming(keep, b.block)
+    b.cbranch(b.and_(valid, more), body, done)
+    b.position_at_end(done)
 
 
 def _wait_for(b: ir.IRBuilder, mark: ir.Value, target: ir.Value) -> None:
