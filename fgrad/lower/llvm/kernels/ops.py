@@ -206,11 +206,17 @@ def _sign(em: Emitter, a: list[ir.Value], dt: DType, od: DType) -> ir.Value:
 
 def _logistic(em: Emitter, a: list[ir.Value], dt: DType, od: DType) -> ir.Value:
     """1 / (1 + e^-x) for x >= 0, e^x / (1 + e^x) below: no overflow, no cancellation."""
-    x, b = a[0], em.b
+    numerator, denominator = logistic_parts(em, a[0])
+    return em.b.fdiv(numerator, denominator)  # one division: the vector divider is slow
+
+
+def logistic_parts(em: Emitter, x: ir.Value) -> tuple[ir.Value, ir.Value]:
+    """The logistic of x as (numerator in [0, 1], denominator in [1, 2]) (`_logistic`)."""
+    b = em.b
     e = llvm_math.exp_nonpositive(em, b.fneg(em.intrinsic("llvm.fabs", [x])))
     one = ir.Constant(x.type, 1.0)
     numerator = b.select(b.fcmp_ordered(">=", x, _zero(em, x)), one, e)
-    return b.fdiv(numerator, b.fadd(one, e))  # one division: the vector divider is slow
+    return numerator, b.fadd(one, e)
 
 
 def _rsqrt(em: Emitter, a: list[ir.Value], dt: DType, od: DType) -> ir.Value:

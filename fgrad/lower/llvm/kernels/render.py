@@ -36,6 +36,7 @@ from fgrad.lower.llvm.gemm.native import _loop as counted_loop
 from fgrad.lower.llvm.gemm.prepack import prepack_plan
 from fgrad.lower.llvm.blas import library_chunking, render_library_call
 from fgrad.lower.llvm.kernels import vmath as llvm_math
+from fgrad.lower.llvm.kernels.quotients import quotient_value
 from fgrad.lower.llvm.kernels.rows import RowsRendering
 from fgrad.lower.llvm.kernels.tiles import stage_loads, transposed_loads
 from fgrad.lower.llvm.kernels.ops import (I1, I64, OPS, Emitter, acc_initial, acc_slots, const,
@@ -401,6 +402,9 @@ class _KernelRenderer(RowsRendering):
             if isinstance(which, ir.Constant):   # decided by a piece: the other side is dead
                 return self.value(e.args[1] if which.constant else e.args[2])
         args = [self.value(a) for a in e.args]
+        merged = quotient_value(self, e)
+        if merged is not None:
+            return merged
         if e.op == "exp" and (nonpositive(e.args[0]) or self.assumed and id(
                 max_shifted(e.args[0], self.maxima)) in self.assumed):
             return self.em.round_to(e.dtype, llvm_math.exp_nonpositive(self.em, args[0]))

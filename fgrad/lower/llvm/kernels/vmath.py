@@ -199,15 +199,21 @@ def _expm1_above(em: Any, x: ir.Value) -> ir.Value:
 
 
 def tanh(em: Any, x: ir.Value) -> ir.Value:
-    """tanh(x) = copysign(-t / (2 + t), x) with t = expm1(-2|x|) and |x| clamped where tanh
+    """tanh(x) = copysign(-t, x) / (2 + t) with t = expm1(-2|x|) and |x| clamped where tanh
     rounds to 1 (TANH_ONE), so expm1 needs neither its clamps nor a two-step scale."""
+    numerator, denominator = tanh_parts(em, x)
+    return em.b.fdiv(numerator, denominator)
+
+
+def tanh_parts(em: Any, x: ir.Value) -> tuple[ir.Value, ir.Value]:
+    """tanh(x) as (numerator, denominator in (1, 2]) (`tanh`); -t >= 0 takes x's sign
+    before the division, which is exact, so the quotient is the same bits."""
     b = em.b
     one = _c(x, TANH_ONE[_fmt(x).int_type.width])
     a = em.intrinsic("llvm.fabs", [x])
     a = b.select(b.fcmp_ordered(">", a, one), one, a)   # a NaN stays a NaN
     t = _expm1_above(em, b.fmul(a, _c(x, -2.0)))
-    r = b.fdiv(b.fneg(t), b.fadd(t, _c(x, 2.0)))
-    return em.intrinsic("llvm.copysign", [r, x])
+    return em.intrinsic("llvm.copysign", [b.fneg(t), x]), b.fadd(t, _c(x, 2.0))
 
 
 # log: 2 atanh(s) = 2s (1 + s^2/3 + s^4/5 + ...), s = (m - 1) / (m + 1), through the term
