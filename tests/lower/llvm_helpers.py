@@ -36,6 +36,23 @@ def assert_native(fn: Callable[..., Any], *args: Any) -> Schedule:
     return s
 
 
+def dot_eqn(fn: Callable[..., Any], *arrays: np.ndarray) -> tuple[Any, Any]:
+    """(closed jaxpr, its one dot_general equation) of `fn` traced at `arrays`."""
+    closed = fgrad.make_jaxpr(fn)(*[Tensor(a) for a in arrays])
+    (eqn,) = [e for e in closed.jaxpr.eqns if e.primitive.name == "dot_general"]
+    return closed, eqn
+
+
+PRODUCT_TOL = {np.float32: 3e-5, np.float64: 1e-12}
+
+
+def check_product(got: Tensor, want: np.ndarray, k: int, dtype: type) -> None:
+    """A product's result against its float64 reference, relative to its largest entry,
+    with room growing with the contraction depth k."""
+    err = np.abs(got.numpy().astype(np.float64) - want).max() / max(np.abs(want).max(), 1.0)
+    assert err < PRODUCT_TOL[dtype] * max(1.0, k / 64), err
+
+
 def close(got: Any, want: np.ndarray, rtol: float = 1e-6, atol: float = 0.0) -> None:
     """Same dtype and shape, values within tolerance (NaNs in the same places)."""
     got = got.numpy() if isinstance(got, Tensor) else np.asarray(got)

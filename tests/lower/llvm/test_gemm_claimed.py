@@ -1,11 +1,11 @@
 """Split gemms whose threads claim row blocks per B panel (gemm/claimed.py), and the pool's
-pinned workers.
+pinned workers (products over every shape and transpose, and concurrent calls: in
+test_gemm_prepack.py's `split_mode` tests).
 
-References: NumPy matmul in float64. Shapes cover several jc column blocks, a contraction
-deeper than KC with a short last slice, widths that are not a multiple of NR, transposed
-operands, float64, fused epilogues, bfloat16 pairs (AMX), 1-3 threads, and six threads on
-this machine's CPUs (preempted threads hold blocks, so others defer the blocks whose slice
-before is not stored yet).
+References: NumPy matmul in float64. Here: a contraction of four slices, float32 and
+float64, fused epilogues (in registers and as a kernel on rows) with six threads on this
+machine's CPUs (preempted threads hold blocks, so others set aside the blocks whose slice
+before is not stored yet), bfloat16 pairs (AMX), the plans, and pinning.
 """
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ import json
 import os
 import subprocess
 import sys
-import threading
 
 import ml_dtypes
 import numpy as np
@@ -28,9 +27,9 @@ from fgrad.lower.llvm.gemm.native import KC, NC
 from fgrad.lower.llvm.gemm.pairs import host_has_pairs
 from fgrad.lower.llvm.gemm.prepack import prepack_plan
 from fgrad.lower.llvm.runtime import describe
+from llvm_helpers import check_product, dot_eqn
 
 RNG = np.random.default_rng(17)
-TOL = {np.float32: 3e-5, np.float64: 1e-12}
 
 
 @pytest.fixture(autouse=True)
@@ -38,39 +37,6 @@ def claimed_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
     """These tests cover claimed blocks, whichever way this host decides."""
     monkeypatch.setattr(prepack, "ENABLED", None)
     monkeypatch.setattr(prepack, "shared_b_pays", lambda: False)
-
-
-def _dot_eqn(fn, *arrays):
-    closed = fgrad.make_jaxpr(fn)(*[Tensor(a) for a in arrays])
-    (eqn,) = [e for e in closed.jaxpr.eqns if e.primitive.name == "dot_general"]
-    return closed, eqn
-
-
-def _check(got: Tensor, want: np.ndarray, k: int, dtype: type) -> None:
-    err = np.abs(got.numpy().astype(np.float64) - want).max() / max(np.abs(want).max(), 1.0)
-    assert err < TOL[dtype] * max(1.0, k / 64), err
-
-
-SHAPES = [(256, 784, 512), (97, 300, NC + 37), (60, KC * 2 + 5, 200), (1000, 64, 257)]
-
-
-@pytest.mark.parametrize("threads", ["1", "2", "3"])
-@pytest.mark.parametrize("m,k,n", SHAPES)
-@pytest.mark.parametrize("trans", [(False, False), (True, True)])
-def test_claimed_gemm_matches_numpy(monkeypatch: pytest.MonkeyPatch, threads: str, m: int,
-                                    k: int, n: int, trans: tuple[bool, bool]) -> None:
-    monkeypatch.setenv("FGRAD_NUM_THREADS", threads)
-    a = RNG.standard_normal((k, m) if trans[0] else (m, k)).astype(np.float32)
-    b = RNG.standard_normal((n, k) if trans[1] else (k, n)).astype(np.float32)
-
-    def mm(x: Tensor, y: Tensor) -> Tensor:
-        return (x.T if trans[0] else x) @ (y.T if trans[1] else y)
-    _, eqn = _dot_eqn(mm, a, b)
-    plan = prepack_plan(eqn)
-    assert isinstance(plan, ClaimedPlan) and plan.blocks >= 2
-    want = (a.T if trans[0] else a).astype(np.float64) @ (b.T if trans[1] else b).astype(
-        np.float64)
-    _check(fgrad.jit(mm, backend="llvm")(Tensor(a), Tensor(b)), want, k, np.float32)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -85,13 +51,13 @@ def test_oversubscribed_threads_defer_blocks(monkeypatch: pytest.MonkeyPatch,
     bias = RNG.standard_normal(300).astype(dtype)
     relu = fgrad.jit(lambda x, w, c: (x @ w + c).relu(), backend="llvm")
     tanh = fgrad.jit(lambda x, w: (x @ w).tanh() * 2.0, backend="llvm")
-    plan = prepack_plan(_dot_eqn(lambda x, y: x @ y, x, w)[1])
+    plan = prepack_plan(dot_eqn(lambda x, y: x @ y, x, w)[1])
     assert isinstance(plan, ClaimedPlan) and plan.threads == 6 and plan.panels == 4
     product = x.astype(np.float64) @ w
     for _ in range(10):
-        _check(relu(Tensor(x), Tensor(w), Tensor(bias)), np.maximum(product + bias, 0),
+        check_product(relu(Tensor(x), Tensor(w), Tensor(bias)), np.maximum(product + bias, 0),
                x.shape[1], dtype)
-        _check(tanh(Tensor(x), Tensor(w)), np.tanh(product) * 2.0, x.shape[1], dtype)
+        check_product(tanh(Tensor(x), Tensor(w)), np.tanh(product) * 2.0, x.shape[1], dtype)
 
 
 @pytest.mark.skipif(not host_has_pairs(), reason="no AMX-BF16 on this CPU")
@@ -112,7 +78,7 @@ def test_claimed_bfloat16_pairs(monkeypatch: pytest.MonkeyPatch, threads: str) -
 
 def test_claimed_plans() -> None:
     a, b = np.ones((256, 784), np.float32), np.ones((784, 512), np.float32)
-    closed, eqn = _dot_eqn(lambda x, y: x @ y, a, b)
+    closed, eqn = dot_eqn(lambda x, y: x @ y, a, b)
     plan = prepack_plan(eqn)
     assert isinstance(plan, ClaimedPlan)
     assert blas.gemm_chunking(eqn) == plan.chunking == (plan.threads, 1, plan.threads)
@@ -121,39 +87,18 @@ def test_claimed_plans() -> None:
     assert plan.panels == -(-784 // KC) and plan.scratch_elems == plan.panels * 8 + plan.blocks
     assert "claimed per B panel" in describe(closed.jaxpr)
     lhs, rhs = np.ones((4, 256, 784), np.float32), np.ones((4, 784, 512), np.float32)
-    assert prepack_plan(_dot_eqn(lambda x, y: x @ y, lhs, rhs)[1]) is None  # batched
+    assert prepack_plan(dot_eqn(lambda x, y: x @ y, lhs, rhs)[1]) is None  # batched
     small = np.ones((8, 8), np.float32)
-    assert prepack_plan(_dot_eqn(lambda x, y: x @ y, small, small)[1]) is None
+    assert prepack_plan(dot_eqn(lambda x, y: x @ y, small, small)[1]) is None
     wide = claimed_plan(2048, 2 * NC + 1, 3 * KC, 12, 2 * (2 * NC + 1) * 3 * KC, 1 << 21)
     assert wide is not None and wide.panels == 3 * 3 and wide.rows_per <= 144
 
 
 def test_switched_off_keeps_the_plain_split(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(claimed, "ENABLED", False)
-    eqn = _dot_eqn(lambda x, y: x @ y, np.ones((256, 784), np.float32),
+    eqn = dot_eqn(lambda x, y: x @ y, np.ones((256, 784), np.float32),
                    np.ones((784, 512), np.float32))[1]
     assert prepack_plan(eqn) is None and blas.gemm_chunking(eqn)[0] >= 2
-
-
-def test_concurrent_calls_claim_their_own_blocks() -> None:
-    """Two Python threads calling the same program at once: each call has its own state
-    line and counters."""
-    fn = fgrad.jit(lambda x, y: x @ y, backend="llvm")
-    a = RNG.standard_normal((300, 600)).astype(np.float32)
-    bs = [RNG.standard_normal((600, 400)).astype(np.float32) for _ in range(2)]
-    fn(Tensor(a), Tensor(bs[0]))
-    errors: list[float] = []
-
-    def work(b: np.ndarray) -> None:
-        for _ in range(20):
-            got = fn(Tensor(a), Tensor(b)).numpy().astype(np.float64)
-            errors.append(float(np.abs(got - a.astype(np.float64) @ b).max()))
-    workers = [threading.Thread(target=work, args=(b,)) for b in bs]
-    for t in workers:
-        t.start()
-    for t in workers:
-        t.join()
-    assert len(errors) == 40 and max(errors) < 1e-3
 
 
 PINNED = """

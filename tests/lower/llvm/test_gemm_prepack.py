@@ -1,4 +1,5 @@
-"""Split gemms whose B operand all threads pack once before the rows (gemm/prepack.py).
+"""Split gemms whose B operand all threads pack once before the rows (gemm/prepack.py),
+and, where the tests ask for `split_mode`, those that claim row blocks (gemm/claimed.py).
 
 References: NumPy matmul in float64. Shapes cover a B wider than one NC block (several jc
 panels), a contraction deeper than KC with a short last slice, widths that are not a
@@ -18,6 +19,7 @@ from fgrad.lower.llvm.gemm import prepack
 from fgrad.lower.llvm.gemm.claimed import ClaimedPlan
 from fgrad.lower.llvm.gemm.prepack import prepack_plan
 from fgrad.lower.llvm.runtime import describe
+from llvm_helpers import check_product, dot_eqn
 
 RNG = np.random.default_rng(11)
 
@@ -27,18 +29,16 @@ def shared_b(monkeypatch):
     """These tests cover the shared packed B, whichever way this host decides
     (`prepack.shared_b_pays`)."""
     monkeypatch.setattr(prepack, "ENABLED", True)
-TOL = {np.float32: 3e-5, np.float64: 1e-12}
 
 
-def _dot_eqn(fn, *arrays):
-    closed = fgrad.make_jaxpr(fn)(*[Tensor(a) for a in arrays])
-    (eqn,) = [e for e in closed.jaxpr.eqns if e.primitive.name == "dot_general"]
-    return closed, eqn
-
-
-def _check(got: Tensor, want: np.ndarray, k: int, dtype: type) -> None:
-    err = np.abs(got.numpy().astype(np.float64) - want).max() / max(np.abs(want).max(), 1.0)
-    assert err < TOL[dtype] * max(1.0, k / 64), err
+@pytest.fixture(params=["shared", "claimed"])
+def split_mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The shared packed B, or claimed row blocks (gemm/claimed.py), whichever way this
+    host decides."""
+    if request.param == "claimed":
+        monkeypatch.setattr(prepack, "ENABLED", None)
+        monkeypatch.setattr(prepack, "shared_b_pays", lambda: False)
+    return request.param
 
 
 SHAPES = [(256, 784, 512), (97, 300, NC + 37), (60, KC * 2 + 5, 200), (1000, 64, 257)]
@@ -47,20 +47,24 @@ SHAPES = [(256, 784, 512), (97, 300, NC + 37), (60, KC * 2 + 5, 200), (1000, 64,
 @pytest.mark.parametrize("threads", ["1", "2", "3"])
 @pytest.mark.parametrize("m,k,n", SHAPES)
 @pytest.mark.parametrize("trans", [(False, False), (True, False), (False, True), (True, True)])
-def test_prepacked_gemm_matches_numpy(monkeypatch: pytest.MonkeyPatch, threads: str, m: int,
-                                      k: int, n: int, trans: tuple[bool, bool]) -> None:
+def test_prepacked_gemm_matches_numpy(monkeypatch: pytest.MonkeyPatch, split_mode: str,
+                                      threads: str, m: int, k: int, n: int,
+                                      trans: tuple[bool, bool]) -> None:
     monkeypatch.setenv("FGRAD_NUM_THREADS", threads)
     a = RNG.standard_normal((k, m) if trans[0] else (m, k)).astype(np.float32)
     b = RNG.standard_normal((n, k) if trans[1] else (k, n)).astype(np.float32)
 
     def mm(x: Tensor, y: Tensor) -> Tensor:
         return (x.T if trans[0] else x) @ (y.T if trans[1] else y)
-    _, eqn = _dot_eqn(mm, a, b)
+    _, eqn = dot_eqn(mm, a, b)
     plan = prepack_plan(eqn)
-    assert plan is not None and plan.row_chunks >= 2
+    if split_mode == "shared":
+        assert isinstance(plan, prepack.PrepackPlan) and plan.row_chunks >= 2
+    else:
+        assert isinstance(plan, ClaimedPlan) and plan.blocks >= 2
     want = (a.T if trans[0] else a).astype(np.float64) @ (b.T if trans[1] else b).astype(
         np.float64)
-    _check(fgrad.jit(mm, backend="llvm")(Tensor(a), Tensor(b)), want, k, np.float32)
+    check_product(fgrad.jit(mm, backend="llvm")(Tensor(a), Tensor(b)), want, k, np.float32)
 
 
 @pytest.mark.parametrize("threads", ["1", "2"])
@@ -73,12 +77,12 @@ def test_prepacked_float64_with_fused_epilogue(monkeypatch: pytest.MonkeyPatch,
     text = fn.lower(Tensor(x), Tensor(w), Tensor(bias)).as_text()
     assert "B is packed once" in text and "one native call" in text
     want = np.maximum(x @ w + bias, 0.0)
-    _check(fn(Tensor(x), Tensor(w), Tensor(bias)), want, 513, np.float64)
+    check_product(fn(Tensor(x), Tensor(w), Tensor(bias)), want, 513, np.float64)
 
 
 def test_which_products_pack_b_once(monkeypatch: pytest.MonkeyPatch) -> None:
     a, b = np.ones((256, 784), np.float32), np.ones((784, 512), np.float32)
-    closed, eqn = _dot_eqn(lambda x, y: x @ y, a, b)
+    closed, eqn = dot_eqn(lambda x, y: x @ y, a, b)
     plan = prepack_plan(eqn)
     assert plan is not None
     assert blas.gemm_chunking(eqn) == plan.chunking
@@ -86,18 +90,18 @@ def test_which_products_pack_b_once(monkeypatch: pytest.MonkeyPatch) -> None:
     assert plan.rows_per * (plan.row_chunks - 1) < 256 <= plan.rows_per * plan.row_chunks
     assert "B is packed once in" in describe(closed.jaxpr)
     lhs, rhs = np.ones((4, 256, 784), np.float32), np.ones((4, 784, 512), np.float32)
-    assert prepack_plan(_dot_eqn(lambda x, y: x @ y, lhs, rhs)[1]) is None  # batched
-    folded = prepack_plan(_dot_eqn(lambda x, y: x @ y, lhs, b)[1])  # a shared B: 1024 rows
+    assert prepack_plan(dot_eqn(lambda x, y: x @ y, lhs, rhs)[1]) is None  # batched
+    folded = prepack_plan(dot_eqn(lambda x, y: x @ y, lhs, b)[1])  # a shared B: 1024 rows
     assert folded is not None and folded.m == 1024
     small = np.ones((8, 8), np.float32)
-    assert prepack_plan(_dot_eqn(lambda x, y: x @ y, small, small)[1]) is None
+    assert prepack_plan(dot_eqn(lambda x, y: x @ y, small, small)[1]) is None
     monkeypatch.setenv("FGRAD_GEMM", "openblas")
     assert prepack_plan(eqn) is None
 
 
-def test_concurrent_calls_pack_their_own_b() -> None:
+def test_concurrent_calls_pack_their_own_b(split_mode: str) -> None:
     """Two Python threads calling the same program at once: each call has its own state
-    line and packed block (a shared block would mix the two B operands)."""
+    line and packed block or counters (a shared block would mix the two B operands)."""
     import threading
     fn = fgrad.jit(lambda x, y: x @ y, backend="llvm")
     a = RNG.standard_normal((300, 200)).astype(np.float32)
@@ -120,7 +124,7 @@ def test_concurrent_calls_pack_their_own_b() -> None:
 
 def test_the_host_decides_by_its_l2(monkeypatch):
     monkeypatch.setattr(prepack, "ENABLED", None)
-    closed, eqn = _dot_eqn(lambda a, b: a @ b, np.ones((256, 784), np.float32),
+    closed, eqn = dot_eqn(lambda a, b: a @ b, np.ones((256, 784), np.float32),
                            np.ones((784, 512), np.float32))
     plan = prepack_plan(eqn)
     assert isinstance(plan, prepack.PrepackPlan) == prepack.shared_b_pays()
