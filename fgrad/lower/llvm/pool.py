@@ -299,9 +299,12 @@ def pin_worker(thread: int) -> None:
     away from it (docs/performance.md, twenty-sixth session)."""
     if not flags.pin_threads() or not hasattr(os, "sched_setaffinity"):
         return
-    cpus = sorted(os.sched_getaffinity(0))
-    if len(cpus) > 1:
-        os.sched_setaffinity(0, {cpus[thread % len(cpus)]})
+    try:
+        cpus = sorted(os.sched_getaffinity(0))
+        if len(cpus) > 1:
+            os.sched_setaffinity(0, {cpus[thread % len(cpus)]})
+    except OSError:   # a cpuset that refuses it: the worker runs unpinned
+        pass
 
 
 def _pinned_worker(loop: Any, control: int, thread: int) -> None:

@@ -18,7 +18,8 @@ per block, release/acquire); blocks are claimed in order, so the wait is rare an
 The counters live in one zeroed block of the call's (`scratch_elems` i64): one per panel,
 each on its own cache line, then one per row block. The first thread to need it allocates
 it and installs it in the call's state line (slot 2) by compare-and-swap (a thread that
-loses frees its own); the thread that finishes the last part (slot 3) frees it. The driver
+loses frees its own; where calloc fails, `NO_COUNTERS`, and part 0 computes every row
+alone); the thread that finishes the last part (slot 3) frees it. The driver
 reads its address from its `dims` ("claims"; 0 for the plain split).
 """
 from __future__ import annotations
@@ -34,6 +35,7 @@ from fgrad.lower.llvm.gemm.native import I64, KC, MC_TARGET, NC, _c, _libc, _loo
 ROW_BLOCKS_PER_THREAD = 4
 LINE = 8                     # i64 per cache line: one panel counter each
 SCRATCH_SLOT, FINISHED_SLOT = 2, 3   # i64 slots of the call's state line
+NO_COUNTERS = 1   # the scratch slot's value when calloc failed
 # measurement switch (bench/A-B): False keeps the plain split where B is not shared
 ENABLED = True
 
@@ -96,21 +98,28 @@ def emit_claimed(b: ir.IRBuilder, plan: ClaimedPlan, call: tuple[ir.Value, ...],
     slot = b.gep(line, [_c(SCRATCH_SLOT)], inbounds=True)
     with b.if_then(b.icmp_signed("==", b.load_atomic(slot, "acquire", 8), _c(0))):
         fresh = b.call(calloc, [_c(plan.scratch_elems), _c(8)])
-        swap = b.cmpxchg(slot, _c(0), b.ptrtoint(fresh, I64), "acq_rel", "acquire")
+        # NO_COUNTERS where calloc failed, so that every part agrees
+        value = b.select(b.icmp_unsigned("==", fresh, ir.Constant(i8p, None)),
+                         _c(NO_COUNTERS), b.ptrtoint(fresh, I64))
+        swap = b.cmpxchg(slot, _c(0), value, "acq_rel", "acquire")
         with b.if_then(b.not_(b.extract_value(swap, 1))):
             b.call(free, [fresh])
     scratch = b.load_atomic(slot, "acquire", 8)
-    b.store(scratch, claims_at)
+    counted = b.icmp_signed("!=", scratch, _c(NO_COUNTERS))
+    b.store(b.select(counted, scratch, _c(0)), claims_at)
     fp = out.type
 
-    def part(_: ir.Value) -> None:
-        b.call(driver, [dims, out, lhs, rhs, _c(0), _c(plan.m), thunk, ctx,
-                        ir.Constant(fp, None)])
+    def part(u: ir.Value) -> None:
+        # without counters part 0 computes every row as the plain driver, the others nothing
+        with b.if_then(b.or_(counted, b.icmp_signed("==", u, _c(0)))):
+            b.call(driver, [dims, out, lhs, rhs, _c(0), _c(plan.m), thunk, ctx,
+                            ir.Constant(fp, None)])
     _loop(b, start, stop, 1, part, "part")
     finished = b.gep(line, [_c(FINISHED_SLOT)], inbounds=True)
     count = b.sub(stop, start)
     before = b.atomic_rmw("add", finished, count, "acq_rel")
-    with b.if_then(b.icmp_signed("==", b.add(before, count), _c(plan.threads))):
+    last = b.icmp_signed("==", b.add(before, count), _c(plan.threads))
+    with b.if_then(b.and_(last, counted)):
         b.call(free, [b.inttoptr(scratch, i8p)])
 
 

@@ -77,9 +77,9 @@ def driver_dims(d: GemmDims, size: int, row_scale: int,
         geometry = [2 if patches.transposed else 1, *image, *kernel, *stride, *dilation,
                     *(lo for lo, _ in padding), *out[1:]]
         rhs_strides = tuple(math.prod(patches.image[a + 1:]) for a in range(patches.lead))
+    # epi_*, conv_pack and claims are set at run time
     fixed = [d.m, d.n, k, lhs_ld, rhs_ld, int(d.lhs.trans), int(d.rhs.trans), mc, kc,
-             nc, row_scale, 0, 0, 0, *geometry, 0, 0, len(d.batch)]  # epi_*, conv_pack,
-    # claims: at run time
+             nc, row_scale, 0, 0, 0, *geometry, 0, 0, len(d.batch)]
     assert len(fixed) == len(DIMS)
     return [*fixed, *d.batch, *lhs_strides, *rhs_strides]
 
