@@ -26,3 +26,17 @@ def test_special_functions_still_load_on_first_use():
     got = x.sigmoid().numpy()
     want = 1 / (1 + __import__("numpy").exp(-x.numpy()))
     assert abs(got - want).max() < 1e-6
+
+
+def test_the_llvm_backend_loads_scipy_linalg_only_for_lapack():
+    """A first jitted matmul loads the llvm backend, but not scipy.linalg (numpy.f2py and
+    numpy.testing come with it: ~170 ms); a QR, whose workspace size it asks, does."""
+    code = ("import json, sys, numpy as np, fgrad\n"
+            "x = fgrad.Tensor(np.ones((64, 64), np.float32))\n"
+            "fgrad.jit(lambda a: a @ a, backend='llvm')(x).numpy()\n"
+            "first = 'scipy.linalg' in sys.modules\n"
+            "fgrad.jit(lambda a: fgrad.numpy.linalg.qr(a)[0], backend='llvm')(x).numpy()\n"
+            "print(json.dumps([first, 'scipy.linalg' in sys.modules]))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                         text=True, check=True).stdout
+    assert json.loads(out) == [False, True]

@@ -40,10 +40,10 @@ from __future__ import annotations
 import ctypes
 import math
 from collections.abc import Callable
+from typing import Any
 
 import llvmlite.binding as llvm
 from llvmlite import ir
-from scipy.linalg import lapack
 
 from fgrad.core.dtypes import DType, dtypes
 from fgrad.core.ir import Eqn
@@ -372,13 +372,22 @@ def _clamp(b: ir.IRBuilder, v: ir.Value, hi: int) -> ir.Value:
     return b.select(b.icmp_signed(">", v, ir.Constant(I32, hi)), ir.Constant(I32, hi), v)
 
 
+def _scipy_lapack() -> Any:
+    """`scipy.linalg.lapack` (its workspace queries), imported on first use: importing
+    scipy.linalg took ~170 ms of the llvm backend's import (numpy.f2py, numpy.testing and
+    numpy.polynomial come with it), which every first jit paid, LAPACK or not."""
+    from scipy.linalg import lapack
+    return lapack
+
+
 def _qr(g: LapackBuilder) -> None:
     m, n = g.eqn.inputs[0].aval.shape[-2:]
     k = min(m, n)
     kq = m if g.eqn.params["full_matrices"] else k
     if m == 0:
         return
-    lwork = max(int(lapack.dgeqrf_lwork(m, n)[0]) if k else 1, ORGQR_BLOCK * max(1, kq))
+    lwork = max(int(_scipy_lapack().dgeqrf_lwork(m, n)[0]) if k else 1,
+                ORGQR_BLOCK * max(1, kq))
     geqrf = g.routine("geqrf", "iififfii")
     orgqr = g.routine("orgqr", "iiififfii")
     info = g.local(I32)
@@ -414,7 +423,7 @@ def _svd(g: LapackBuilder) -> None:
             g.per_batch(identities)
         return
     u_cols, v_rows = (m, n) if full else (k, k)
-    lwork = int(lapack.dgesdd_lwork(m, n, compute_uv=1, full_matrices=int(full))[0])
+    lwork = int(_scipy_lapack().dgesdd_lwork(m, n, compute_uv=1, full_matrices=int(full))[0])
     gesdd = g.routine("gesdd", "ciififfififiii")
     info = g.local(I32)
     a, work = g.scratch(g.ft, m * n), g.scratch(g.ft, lwork)
