@@ -124,35 +124,44 @@ def emit_claimed(b: ir.IRBuilder, plan: ClaimedPlan, call: tuple[ir.Value, ...],
 
 
 def claimed_blocks(b: ir.IRBuilder, claims: ir.Value, d: dict[str, ir.Value],
-                   jc: ir.Value, pc: ir.Value, rows: ir.Value,
-                   pack_panel: Callable[[], ir.Value],
+                   jc: ir.Value, pc: ir.Value, rows: tuple[ir.Value, ir.Value],
+                   local: ir.Value, pack_panel: Callable[[], ir.Value],
                    row_block: Callable[[ir.Value, ir.Value], None]) -> None:
-    """The driver's loop over the row blocks of panel (jc, pc) that this thread claims
-    (module docstring): `claims` the counters' address (i64), `rows` the product's rows,
-    `pack_panel()` packs this panel and returns it, `row_block(ic, panel)` computes rows
-    [ic, ic + mc) of it."""
+    """The driver's loop over the row blocks of panel (jc, pc) in rows [lo, hi) that this
+    thread claims (module docstring): `claims` the counters' address (i64), or 0 for the
+    plain split, whose thread takes every block of its rows through the same loop (one copy
+    of the block's code) with `local` (two i64 of its stack: a counter, and a mark that is
+    never below the panel index); `pack_panel()` packs this panel and returns it,
+    `row_block(ic, panel)` computes rows [ic, ic + mc) of it."""
+    counted = b.icmp_signed("!=", claims, _c(0))
     base = b.inttoptr(claims, I64.as_pointer())
     mc = d["mc"]
+    lo, hi = rows
     slices = b.sdiv(b.add(d["k"], b.sub(d["kc"], _c(1))), d["kc"])
     columns = b.sdiv(b.add(d["n"], b.sub(d["nc"], _c(1))), d["nc"])
     panel_index = b.add(b.mul(b.sdiv(jc, d["nc"]), slices), b.sdiv(pc, d["kc"]))
-    blocks = b.sdiv(b.add(rows, b.sub(mc, _c(1))), mc)
-    counter = b.gep(base, [b.mul(panel_index, _c(LINE))], inbounds=True)
-    progress = b.gep(base, [b.mul(b.mul(columns, slices), _c(LINE))], inbounds=True)
+    blocks = b.sdiv(b.add(b.sub(hi, lo), b.sub(mc, _c(1))), mc)
+    own = b.gep(local, [_c(0)], inbounds=True)
+    b.store(_c(0), own)
+    counter = b.select(counted, b.gep(base, [b.mul(panel_index, _c(LINE))]), own)
+    progress = b.select(counted, b.gep(base, [b.mul(b.mul(columns, slices), _c(LINE))]),
+                        b.gep(local, [_c(1)], inbounds=True))
     first = b.atomic_rmw("add", counter, _c(1), "monotonic")
     with b.if_then(b.icmp_signed("<", first, blocks)):
         panel = pack_panel()
-        _claim_loop(b, first, blocks, counter, progress, panel_index,
-                    lambda block: row_block(b.mul(block, mc), panel))
+        _claim_loop(b, (first, blocks, counted), counter, progress, panel_index,
+                    lambda block: row_block(b.add(lo, b.mul(block, mc)), panel))
 
 
-def _claim_loop(b: ir.IRBuilder, first: ir.Value, blocks: ir.Value, counter: ir.Value,
-                progress: ir.Value, panel_index: ir.Value,
+def _claim_loop(b: ir.IRBuilder, claimed: tuple[ir.Value, ir.Value, ir.Value],
+                counter: ir.Value, progress: ir.Value, panel_index: ir.Value,
                 compute: Callable[[ir.Value], None]) -> None:
-    """Blocks from `first` on, as claimed from `counter`: one whose previous slice is not
-    stored yet (progress < panel_index) is kept aside while the next is claimed, and done
-    before another is kept (or, after the last claim, in one more trip with block -1).
-    `compute` is emitted once."""
+    """Blocks from `first` on, as claimed from `counter` (`claimed`: first, the block
+    count, whether the counters are shared): one whose previous slice is not stored yet
+    (progress < panel_index) is kept aside while the next is claimed, and done before
+    another is kept (or, after the last claim, in one more trip with block -1). Without
+    shared counters every block reads and marks progress[0]. `compute` is emitted once."""
+    first, blocks, counted = claimed
     fn = b.function
     before = b.block
     body, done = fn.append_basic_block("claimed.block"), fn.append_basic_block("claimed.end")
@@ -162,11 +171,11 @@ def _claim_loop(b: ir.IRBuilder, first: ir.Value, blocks: ir.Value, counter: ir.
     block.add_incoming(first, before)
     held.add_incoming(_c(-1), before)
     valid = b.icmp_signed(">=", block, _c(0))
-    at = b.gep(progress, [b.select(valid, block, _c(0))], inbounds=True)
+    at = b.gep(progress, [b.select(b.and_(valid, counted), block, _c(0))])
     ready = b.and_(valid, b.icmp_signed(">=", b.load_atomic(at, "acquire", 8), panel_index))
     todo, keep = b.select(ready, block, held), b.select(ready, held, block)
     with b.if_then(b.icmp_signed(">=", todo, _c(0))):
-        mark = b.gep(progress, [todo], inbounds=True)
+        mark = b.gep(progress, [b.select(counted, todo, _c(0))])
         _wait_for(b, mark, panel_index)
         compute(todo)
         b.store_atomic(b.add(panel_index, _c(1)), mark, "release", 8)

@@ -121,6 +121,8 @@ class _Driver:
         b_bytes = b.mul(b.mul(d["kc"], d["nc"]), size)
         b_raw = aligned_alloc(b, b.select(self.prepacked, _c(64), b_bytes))
         apack, bpack = b.bitcast(a_raw, self.fp), b.bitcast(b_raw, self.fp)
+        self.local = b.alloca(I64, size=2, name="local")   # claimed_blocks' plain split
+        b.store(_c(2 ** 62), b.gep(self.local, [_c(1)]))
         m = d["m"]
         first_entry = b.sdiv(start, m)
         last_entry = b.add(b.sdiv(b.sub(stop, _c(1)), m), _c(1))
@@ -207,12 +209,10 @@ class _Driver:
 
                 def pack_panel() -> ir.Value:
                     return self._b_panel(y, jc, nc, pc, kc, bpack)
-                with b.if_else(b.icmp_signed("!=", d["claims"], _c(0))) as (claimed, split):
-                    with claimed:   # gemm/claimed.py: rows [0, hi) in blocks claimed
-                        claimed_blocks(b, d["claims"], d, jc, pc, hi, pack_panel, row_block)
-                    with split:
-                        panel = pack_panel()
-                        _loop(b, lo, hi, d["mc"], lambda ic: row_block(ic, panel), "ic")
+                # gemm/claimed.py: blocks claimed from the call's counters, or (claims 0)
+                # all of [lo, hi) by this thread
+                claimed_blocks(b, d["claims"], d, jc, pc, (lo, hi), self.local, pack_panel,
+                               row_block)
             _loop(b, _c(0), k, d["kc"], k_slice, "pc")
         _loop(b, _c(0), n, d["nc"], col_block, "jc")
 
