@@ -67,13 +67,21 @@ class ClaimedPlan:
                 f"claimed per B panel, {self.panels} panels)")
 
 
+def split_rows(m: int, mr: int, row_flops: int, min_chunk_flops: int) -> tuple[int, int]:
+    """(threads, rows per chunk) of a split product's m rows: about ROW_BLOCKS_PER_THREAD
+    chunks per thread of the machine (not FGRAD_NUM_THREADS: one plan), each of at least
+    `min_chunk_flops`, whole MR tiles, at most the driver's MC (gemm/prepack.py's row
+    chunks too)."""
+    threads = max(2, os.cpu_count() or 1)
+    rows = max(-(-m // (threads * ROW_BLOCKS_PER_THREAD)), -(-min_chunk_flops // row_flops))
+    return threads, min(-(-rows // mr) * mr, max(mr, MC_TARGET // mr * mr))
+
+
 def claimed_plan(m: int, n: int, k: int, mr: int, row_flops: int,
                  min_chunk_flops: int) -> ClaimedPlan | None:
     """The claimed split of an m x n x k product with MR-row tiles, or None when it would
     have fewer than two row blocks."""
-    threads = max(2, os.cpu_count() or 1)   # the machine's, not FGRAD_NUM_THREADS: one plan
-    rows = max(-(-m // (threads * ROW_BLOCKS_PER_THREAD)), -(-min_chunk_flops // row_flops))
-    rows = min(-(-rows // mr) * mr, max(mr, MC_TARGET // mr * mr))
+    threads, rows = split_rows(m, mr, row_flops, min_chunk_flops)
     blocks = -(-m // rows)
     even = -(-m // blocks)                      # the same count, sizes evened out
     rows = -(-even // mr) * mr

@@ -25,23 +25,21 @@ finishes the last one frees the block.
 from __future__ import annotations
 
 import functools
-import os
 from dataclasses import dataclass
 
 from llvmlite import ir
 
 from fgrad.core.ir import Eqn
 from fgrad.lower.llvm.gemm import claimed
-from fgrad.lower.llvm.gemm.claimed import ClaimedPlan, claimed_plan
+from fgrad.lower.llvm.gemm.claimed import ClaimedPlan, claimed_plan, split_rows
 from fgrad.lower.llvm.gemm.pairs import pair_sizes
-from fgrad.lower.llvm.gemm.native import (I64, KC, MC_TARGET, NC, _c, _libc, _loop, _smin,
+from fgrad.lower.llvm.gemm.native import (I64, KC, NC, _c, _libc, _loop, _smin,
                                           aligned_alloc, routine_prefix, tile_shape,
                                           uses_native_gemm)
 from fgrad.lower.kernel.streaming import cache_bytes
 from fgrad.lower.schedule.gemm_layout import PAIRS_PARAM, gemm_dims
 
 PACK_COLS = 128          # columns of B per packing unit (divides NC, a multiple of NR)
-ROW_CHUNKS_PER_THREAD = 4
 MAX_PACKED_BYTES = 1 << 28     # a larger B keeps the driver's own per-chunk packing
 # measurement switch (bench/A-B): True / False force shared / per-thread packing; None: by
 # host (per-thread packing claims its row blocks: gemm/claimed.py, unless that is switched off)
@@ -114,10 +112,7 @@ def prepack_plan(eqn: Eqn) -> PrepackPlan | ClaimedPlan | None:
     # a shared B is packed from a stored B (not an image), each bfloat16 pairs B per thread
     if "rhs_patches" in eqn.params or pairs or packed * size > MAX_PACKED_BYTES:
         return None
-    threads = max(2, os.cpu_count() or 1)   # the machine's, not FGRAD_NUM_THREADS: one plan
-    rows = max(-(-dims.m // (threads * ROW_CHUNKS_PER_THREAD)),
-               -(-blas.MIN_CHUNK_FLOPS // row_flops))
-    rows = min(-(-rows // mr) * mr, max(mr, MC_TARGET // mr * mr))
+    _, rows = split_rows(dims.m, mr, row_flops, blas.MIN_CHUNK_FLOPS)
     chunks = -(-dims.m // rows)
     if chunks < 2:
         return None
