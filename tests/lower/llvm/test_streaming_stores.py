@@ -286,20 +286,49 @@ def test_transcendental_loops_prefetch_ahead_and_others_do_not(stream_everything
     ahead; a streamed exp prefetches in its blocks; a cheap loop and small inputs do not."""
     x = Tensor(RNG.standard_normal(1 << 16).astype(np.float32))
     (w1,) = kernels_of(w1_chain, x)
-    assert streaming.prefetched_flat_loop(w1) is w1.body[0]
+    assert streaming.prefetched_loop(w1) is w1.body[0]
     assert [e.buf for e in streaming.prefetched_loads(w1.body[0])] == [1]
     jaxpr, _ = open_jaxpr(fgrad.make_jaxpr(w1_chain)(x))
     assert "llvm.prefetch" in str(llvm_runtime.module_ir(llvm_runtime.plan(jaxpr)))
     (cheap,) = kernels_of(lambda v: v * 2 + 1, x)
-    assert streaming.prefetched_flat_loop(cheap) is None
+    assert streaming.prefetched_loop(cheap) is None
     jaxpr, _ = open_jaxpr(fgrad.make_jaxpr(lambda v: v.exp())(x))
     assert "llvm.prefetch" in str(llvm_runtime.module_ir(llvm_runtime.plan(jaxpr)))
+
+
+def test_row_reductions_of_transcendentals_prefetch_their_rows(stream_everything: None
+                                                                ) -> None:
+    """A kernel that is one loop over rows around one innermost loop (exp(x).sum(-1))
+    prefetches that loop's reads; a cheap row sum does not."""
+    x = Tensor(RNG.standard_normal((64, 300)).astype(np.float32))
+    (reduce,) = kernels_of(lambda v: v.exp().sum(-1), x)
+    inner = reduce.body[0].body[1]
+    assert streaming.prefetched_loop(reduce) is inner
+    jaxpr, _ = open_jaxpr(fgrad.make_jaxpr(lambda v: v.exp().sum(-1))(x))
+    assert "llvm.prefetch" in str(llvm_runtime.module_ir(llvm_runtime.plan(jaxpr)))
+    (cheap,) = kernels_of(lambda v: v.sum(-1), x)
+    assert streaming.prefetched_loop(cheap) is None
+
+
+@pytest.mark.parametrize("shape", [(64, 300), (1000, 16), (7, 1000), (3, 129)])
+def test_prefetched_row_reductions_keep_every_value(stream_everything: None,
+                                                    shape: tuple[int, int]) -> None:
+    """Rows in blocks (the last partial, rows shorter than a block) against NumPy in
+    float64: a sum of exps, a mean of tanhs, a max of logistics."""
+    x = RNG.standard_normal(shape).astype(np.float32)
+    d = x.astype(np.float64)
+    cases = [(lambda v: (v - 3.0).exp().sum(-1), np.exp(d - 3.0).sum(-1)),
+             (lambda v: v.tanh().mean(-1), np.tanh(d).mean(-1)),
+             (lambda v: v.sigmoid().max(-1), (1 / (1 + np.exp(-d))).max(-1))]
+    for fn, want in cases:
+        got = fgrad.jit(fn)(Tensor(x)).numpy()
+        np.testing.assert_allclose(got, want, rtol=2e-6, atol=1e-7)
 
 
 def test_small_inputs_are_not_prefetched() -> None:
     x = Tensor(RNG.standard_normal(1 << 12).astype(np.float32))
     (w1,) = kernels_of(w1_chain, x)
-    assert streaming.prefetched_flat_loop(w1) is None
+    assert streaming.prefetched_loop(w1) is None
 
 
 @pytest.mark.parametrize("n", [1 << 16, (1 << 16) + 37, 1000])

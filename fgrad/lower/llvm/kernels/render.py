@@ -22,7 +22,7 @@ from llvmlite import ir
 from fgrad.core.dtypes import dtypes
 from fgrad.core.ir import Eqn
 from fgrad.lower.kernel.index import Clamp, Div, Dyn, Ix, Mod, Sym
-from fgrad.lower.kernel.streaming import (LINE_BYTES, line_elements, prefetched_flat_loop,
+from fgrad.lower.kernel.streaming import (LINE_BYTES, line_elements, prefetched_loop,
                                           scratch_row, streamed_outputs, streamed_store,
                                           streams_by_blocks)
 from fgrad.lower.kernel.row_pipeline import row_pipeline
@@ -105,7 +105,7 @@ class _KernelRenderer(RowsRendering):
         self.assumed: set[int] = set()   # ids of tests known true here, of loops versioned
         self.versioning: set[int] = set()
         self.tile_loads: dict[int, tuple[ir.Value, Sym, Sym]] = {}   # kernels/tiles.py
-        self.prefetched = prefetched_flat_loop(kernel)   # by blocks, with prefetches
+        self.prefetched = prefetched_loop(kernel)   # by blocks, with prefetches
 
     def render(self) -> ir.Function:
         if self.twin is not None:

@@ -215,9 +215,10 @@ class RowsRendering:
     def prefetch_ahead(self, loads: list[Load], s: Loop, start: ir.Value, width: int
                        ) -> None:
         """Prefetch (into every cache level) the lines that `loads` read at iterations
-        [start, start + width) of `s`, PREFETCH_BYTES further on (in a row's loop, a row
-        at least: the next row's). A prefetch never faults, so those past the end of a
-        buffer cost nothing but the instruction."""
+        [start, start + width) of `s`, PREFETCH_BYTES further on (in a pipelined row's
+        loop, a row at least: the next row's, as an earlier phase reads the current one).
+        A prefetch never faults, so those past the end of a buffer cost nothing but the
+        instruction."""
         if not loads:
             return
         b = self.b
@@ -225,7 +226,7 @@ class RowsRendering:
         fn = self.fn.module.declare_intrinsic("llvm.prefetch", [i8p], ir.FunctionType(
             ir.VoidType(), [i8p, i32, i32, i32]))
         here = self.syms.get(s.sym)
-        inner = s is not self.kernel.body[0]   # a row's loop: at least the next row's
+        inner = self.pipeline is not None and s is not self.pipeline.outer
         for e in loads:
             ahead = PREFETCH_BYTES // e.dtype.itemsize
             ahead = max(ahead, s.sym.extent) if inner else ahead
