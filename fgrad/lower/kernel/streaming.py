@@ -274,13 +274,15 @@ PREFETCH_BYTES = 4096   # how far ahead of a block its loads are prefetched
 MAX_PREFETCHED = 4      # loads prefetched per loop at most
 
 
-def prefetched_loads(loop: Loop) -> list[Load]:
+def prefetched_loads(loop: Loop, pipelined: bool = False) -> list[Load]:
     """The loads of innermost loop `loop` worth prefetching PREFETCH_BYTES ahead of each
     block the renderer computes: the distinct ones that run along it contiguously, when its
-    values have transcendentals per element. Such a loop keeps the vector units busy, and
-    the hardware prefetchers alone left its reads waiting on memory: 2^24 float32 on one
-    core, `exp` 8.9 -> 5.5 ms (`x + 1` 5.0), W1 17.0 -> 14.7 (the render blocks it so)."""
-    if any(isinstance(t, Loop) for t in loop.body) or not any(
+    values have transcendentals per element, or it carries a pipelined row's next row
+    (`pipelined`). Such a loop keeps the vector units busy, and the hardware prefetchers
+    alone left its reads waiting on memory: 2^24 float32 on one core, `exp` 8.9 -> 5.5 ms
+    (`x + 1` 5.0), W1 17.0 -> 14.7 (the render blocks it so); a 4096^2 layernorm's rows
+    on two cores, alternating processes, 2.9-3.4 -> 2.8 ms."""
+    if any(isinstance(t, Loop) for t in loop.body) or not pipelined and not any(
             isinstance(e, Op) and e.op in COSTLY and _per_element(e)
             for e in expr_nodes(loop.body)):
         return []

@@ -325,6 +325,22 @@ def test_prefetched_row_reductions_keep_every_value(stream_everything: None,
         np.testing.assert_allclose(got, want, rtol=2e-6, atol=1e-7)
 
 
+def test_pipelined_rows_prefetch_the_next_row_without_transcendentals(
+        stream_everything: None) -> None:
+    """A pipelined layernorm (no transcendental per element) prefetches the next row that
+    its carrier loop reads; its values against NumPy in float64."""
+    x = RNG.standard_normal((512, 1024)).astype(np.float32)   # 2 MiB: pipelined
+
+    def norm(v: Tensor) -> Tensor:
+        return v.layernorm(-1, eps=1e-5)
+    jaxpr, _ = open_jaxpr(fgrad.make_jaxpr(norm)(Tensor(x)))
+    assert "llvm.prefetch" in str(llvm_runtime.module_ir(llvm_runtime.plan(jaxpr)))
+    d = x.astype(np.float64)
+    want = (d - d.mean(-1, keepdims=True)) / np.sqrt(d.var(-1, keepdims=True) + 1e-5)
+    np.testing.assert_allclose(fgrad.jit(norm)(Tensor(x)).numpy(), want, rtol=1e-5,
+                               atol=1e-5)
+
+
 def test_small_inputs_are_not_prefetched() -> None:
     x = Tensor(RNG.standard_normal(1 << 12).astype(np.float32))
     (w1,) = kernels_of(w1_chain, x)

@@ -177,7 +177,7 @@ class RowsRendering:
             block = b.alloca(mem_type(dtype), size=width, name=name)
             block.align = LINE_BYTES
 
-        loads = prefetched_loads(s)
+        loads = prefetched_loads(s, pipelined=self.pipeline is not None)
 
         def one_block(start: ir.Value, stop: ir.Value) -> None:
             self.prefetch_ahead(loads, s, start, width)
@@ -215,9 +215,11 @@ class RowsRendering:
     def prefetch_ahead(self, loads: list[Load], s: Loop, start: ir.Value, width: int
                        ) -> None:
         """Prefetch (into every cache level) the lines that `loads` read at iterations
-        [start, start + width) of `s`, PREFETCH_BYTES further on (in a pipelined row's
-        loop, a row at least: the next row's, as an earlier phase reads the current one).
-        A prefetch never faults, so those past the end of a buffer cost nothing but the
+        [start, start + width) of `s`, PREFETCH_BYTES further on; in a pipelined row's
+        loop, PREFETCH_BYTES past the same place in the next row, whose first phase rides
+        in this loop and reads it (a row ahead prefetched what the rider was reading then:
+        4096^2 softmax on one core 7.7-7.8 -> 5.9-6.1 ms, two 3.2-3.6 -> 3.0-3.3). A
+        prefetch never faults, so those past the end of a buffer cost nothing but the
         instruction."""
         if not loads:
             return
@@ -229,7 +231,7 @@ class RowsRendering:
         inner = self.pipeline is not None and s is not self.pipeline.outer
         for e in loads:
             ahead = PREFETCH_BYTES // e.dtype.itemsize
-            ahead = max(ahead, s.sym.extent) if inner else ahead
+            ahead = s.sym.extent + ahead if inner else ahead
             for k in range(0, width, max(LINE_BYTES // e.dtype.itemsize, 1)):
                 self.syms[s.sym] = b.add(start, _i64(ahead + k), flags=NSW)
                 at = b.gep(self.fn.args[e.buf], [self.compute_index(e.index)])
