@@ -27,7 +27,8 @@ from llvmlite import ir
 from fgrad.core.dtypes import dtypes
 from fgrad.core.ir import Eqn
 from fgrad.lower.kernel.ir import Kernel
-from fgrad.lower.llvm.sequences import render_sequence_op, sort_chunking
+from fgrad.lower.llvm.scans import scan_rows
+from fgrad.lower.llvm.sequences import CUMULATIVE, render_sequence_op, sort_chunking
 from fgrad.lower.schedule.gemm_layout import GemmDims, gemm_dims
 
 I8 = ir.IntType(8)
@@ -257,12 +258,13 @@ def gemm_chunking(eqn: Eqn) -> tuple[int, int, int]:
 
 
 def library_chunking(library_calls: dict[str, Eqn]) -> dict[str, tuple[int, int, int]]:
-    """`gemm_chunking` (`sort_chunking` for a sort) of every library call that splits (by
-    call name)."""
+    """`gemm_chunking` (`sort_chunking` for a sort, `scans.scan_rows` for a cumulative op)
+    of every library call that splits (by call name)."""
     found = {}
     for name, eqn in library_calls.items():
-        chunks = gemm_chunking(eqn) if eqn.primitive.name == "dot_general" else \
-            sort_chunking(eqn)
+        prim = eqn.primitive.name
+        chunks = gemm_chunking(eqn) if prim == "dot_general" else sort_chunking(eqn) \
+            if prim == "sort" else scan_rows(eqn) if prim in CUMULATIVE else (1, 0, 0)
         if chunks[0] > 1:
             found[name] = chunks
     return found

@@ -9,10 +9,7 @@ to 64 bits, float16/bfloat16 included) or cumsum/cumprod/cummax/cummin (any axis
 Out: an internal LLVM function `void name(T* values, i32* indices, T* x)` (sort) or
 `void name(T* out, T* x)` (cumulative) with the results of the primitive's NumPy impl.
 
-Cumulative ops run in the axis' order (backwards when `reverse`), each step combining the
-previous output with the next input, as NumPy's accumulate does, so float sums round
-exactly as NumPy's; the axis is a middle one of the view (outer, n, inner), and the inner
-loop over contiguous memory vectorizes. cummax/cummin propagate NaN.
+Cumulative ops: `scans.py` (in NumPy's order; rows of the last axis side by side).
 
 Sort: each row sorts a permutation, not the keys. Rows of RADIX_MIN and more: LSD radix
 passes of 8 bits over the keys mapped to unsigned integers in sort order (floats: -0 as +0,
@@ -372,69 +369,6 @@ class _SortBuilder(_Builder):
             b.gep(values, [k], inbounds=True)))
 
 
-class _ScanBuilder(_Builder):
-    """Emits a cumulative op's function (module docstring)."""
-
-    def __init__(self, module: ir.Module, name: str, eqn: Eqn):
-        tp = _TYPES[eqn.inputs[0].aval.dtype].as_pointer()
-        super().__init__(module, name, eqn, [tp, tp])
-        self.out, self.x = self.fn.args
-        self.op, self.reverse = eqn.primitive.name, bool(eqn.params["reverse"])
-        shape, axis = eqn.inputs[0].aval.shape, eqn.params["axis"]
-        self.outer, self.n = math.prod(shape[:axis]), shape[axis]
-        self.inner = math.prod(shape[axis + 1:])
-
-    def combine(self, acc: ir.Value, x: ir.Value) -> ir.Value:
-        """acc op x (max/min propagate NaN; integers wrap as NumPy's do)."""
-        b = self.b
-        if self.op in ("cumsum", "cumprod"):
-            add = self.op == "cumsum"
-            if self.float:
-                return b.fadd(acc, x) if add else b.fmul(acc, x)
-            return b.add(acc, x) if add else b.mul(acc, x)
-        high = self.op == "cummax"
-        if self.float:
-            name = "llvm.maximum" if high else "llvm.minimum"
-        else:
-            name = f"llvm.{'u' if self.unsigned else 's'}{'max' if high else 'min'}"
-        suffix = {ir.FloatType(): "f32", ir.DoubleType(): "f64", I32: "i32", I64: "i64"}
-        symbol = f"{name}.{suffix[self.ty]}"
-        fn = b.module.globals.get(symbol) or ir.Function(
-            b.module, ir.FunctionType(self.ty, [self.ty, self.ty]), name=symbol)
-        return b.call(fn, [acc, x])
-
-    def build(self) -> ir.Function:
-        """out[o, k, i] = out[o, k -+ 1, i] op x[o, k, i] along the axis' order."""
-        b, n, inner = self.b, self.n, _c(self.inner)
-        if not (self.outer and n and self.inner):
-            b.ret_void()
-            return self.fn
-
-        def at(o: ir.Value, k: ir.Value, i: ir.Value) -> ir.Value:
-            return b.add(b.mul(b.add(b.mul(o, _c(n)), k), inner), i)
-
-        def step_of(o: ir.Value) -> None:
-            first = _c(n - 1 if self.reverse else 0)
-            self.loop(_c(0), inner, 1, lambda i: b.store(
-                b.load(b.gep(self.x, [at(o, first, i)], inbounds=True)),
-                b.gep(self.out, [at(o, first, i)], inbounds=True)))
-
-            def row(t: ir.Value) -> None:
-                k = b.sub(_c(n - 1), t) if self.reverse else t
-                prev = b.add(k, _c(1)) if self.reverse else b.sub(k, _c(1))
-
-                def element(i: ir.Value) -> None:
-                    acc = b.load(b.gep(self.out, [at(o, prev, i)], inbounds=True))
-                    x = b.load(b.gep(self.x, [at(o, k, i)], inbounds=True))
-                    b.store(self.combine(acc, x), b.gep(self.out, [at(o, k, i)],
-                                                        inbounds=True))
-                self.loop(_c(0), inner, 1, element)
-            self.loop(_c(1), _c(n), 1, row)
-        self.loop(_c(0), _c(self.outer), 1, step_of)
-        b.ret_void()
-        return self.fn
-
-
 CUMULATIVE = ("cumsum", "cumprod", "cummax", "cummin")
 
 
@@ -442,11 +376,13 @@ def render_sequence_op(module: ir.Module, name: str, eqn: Eqn, split: bool = Fal
                        ) -> ir.Function:
     """Add the function of a sort (`void name(T* values, i32* indices, T* x)`, along the
     last axis; with `split`, two more arguments, the rows [start, stop) it sorts:
-    `sort_chunking`) or a cumulative op (`void name(T* out, T* x)`); module docstring."""
+    `sort_chunking`) or a cumulative op (`void name(T* out, T* x)`, with `split` the rows
+    [start, stop) of `scans.scan_rows`); module docstring."""
     dtype, prim = eqn.inputs[0].aval.dtype, eqn.primitive.name
     if prim not in ("sort", *CUMULATIVE) or dtype not in _TYPES:
         raise ValueError(f"render_sequence_op: {name} ({prim} on {dtype}) has no native "
                          f"lowering; a bug in the schedule")
     if prim == "sort":
         return _SortBuilder(module, name, eqn, split).build()
-    return _ScanBuilder(module, name, eqn).build()
+    from fgrad.lower.llvm.scans import ScanBuilder
+    return ScanBuilder(module, name, eqn, split).build()

@@ -1,6 +1,6 @@
-"""The llvm backend's native sort and cumulative ops (fgrad/lower/llvm/sequences.py) against
-independent references: Python's stable `sorted` with NaN ordered largest (first when
-descending), and NumPy's accumulate."""
+"""The llvm backend's native sort and cumulative ops (fgrad/lower/llvm/sequences.py and
+scans.py) against independent references: Python's stable `sorted` with NaN ordered largest
+(first when descending), and NumPy's accumulate."""
 from __future__ import annotations
 
 import math
@@ -164,7 +164,10 @@ def _cumulative(op: str, x: Tensor, axis: int, reverse: bool) -> Tensor:
 @pytest.mark.parametrize("op", list(CUMULATIVE))
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("shape,axis", [((1,), 0), ((37,), 0), ((5, 9), 0), ((5, 9), 1),
-                                        ((2, 3, 17), 1), ((3, 0, 4), 1), ((4, 6), 1)])
+                                        ((2, 3, 17), 1), ((3, 0, 4), 1), ((4, 6), 1),
+                                        ((16, 16), 1), ((33, 50), 1), ((17, 5), 1),
+                                        ((3, 20, 40), 2), ((64, 1024), 1),
+                                        ((128, 1000), 0)])
 def test_native_cumulative_matches_numpy(shape: tuple[int, ...], axis: int, dtype: type,
                                          op: str, reverse: bool):
     x = _sample(shape, dtype)
@@ -185,3 +188,56 @@ def test_cumulative_ops_are_one_library_call_each():
     assert sorted(e.primitive.name for e in program.library_calls.values()) == [
         "cumprod", "cumsum"]
     assert not program.kernels
+
+
+def test_last_axis_cumulative_rows_run_side_by_side_and_split():
+    """A last-axis cumulative op renders vectors of `scan_lanes` rows at the host's width,
+    and a large one shares its rows with the pool in whole groups of them."""
+    from fgrad.lower.llvm import scans, target
+    x = Tensor(RNG.standard_normal((256, 512)).astype(np.float32))
+    jaxpr = open_jaxpr(fgrad.make_jaxpr(lambda t: t.cumsum(-1))(x))[0]
+    (eqn,) = jaxpr.eqns
+    lanes = scans.scan_lanes(eqn)
+    assert lanes == min(16, target.vector_bits() // 32)
+    count, size, rows = scans.scan_rows(eqn)
+    assert count > 1 and size % lanes == 0 and rows == 256
+    text = str(llvm_runtime.module_ir(llvm_runtime.plan(jaxpr)))
+    assert f"<{lanes} x float>" in text
+    column = open_jaxpr(fgrad.make_jaxpr(lambda t: t.cumsum(0))(x))[0].eqns[0]
+    assert scans.scan_lanes(column) == 0            # a middle axis vectorizes on its own
+    assert scans.splits_columns(column)             # ... and shares its columns
+    count, size, columns = scans.scan_rows(column)
+    assert count > 1 and size % scans.LINE_ELEMENTS == 0 and columns == 512
+
+
+@pytest.mark.parametrize("bits", [128, 256, 512])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.uint64])
+def test_rows_side_by_side_at_every_vector_width(bits: int, dtype: type):
+    """The function rendered for each vector width (its register transposes differ), run
+    on this CPU over [start, stop) rows, against NumPy: the rows outside stay untouched."""
+    import ctypes
+    import llvmlite.binding as llvm
+    from llvmlite import ir
+    from fgrad.lower.llvm import scans, target
+    x = _sample((45, 37), dtype)
+    op = "cumsum" if _is_float(dtype) else "cummax"
+    for reverse in (False, True):
+        eqn = open_jaxpr(fgrad.make_jaxpr(lambda t: _cumulative(op, t, 1, reverse))(
+            Tensor(x)))[0].eqns[0]
+        module = ir.Module(name="scan")
+        module.triple, module.data_layout = target.triple_and_layout()
+        with target.rendering_for_width(bits):
+            fn = scans.ScanBuilder(module, "scan", eqn, split=True).build()
+        fn.linkage = "external"
+        engine = llvm.create_mcjit_compiler(llvm.parse_assembly(str(module)),
+                                            target.new_machine(opt=2))
+        engine.finalize_object()
+        call = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64,
+                                ctypes.c_int64)(engine.get_function_address("scan"))
+        out = np.full_like(x, 7)
+        call(out.ctypes.data, x.ctypes.data, 3, 42)
+        src = x[3:42, ::-1] if reverse else x[3:42]
+        with np.errstate(all="ignore"):
+            want = CUMULATIVE[op](src, axis=1, dtype=x.dtype)
+        _same_bits(out[3:42], want[:, ::-1] if reverse else want)
+        assert (out[:3] == 7).all() and (out[42:] == 7).all()
