@@ -295,18 +295,21 @@ def prefetched_loads(loop: Loop, pipelined: bool = False) -> list[Load]:
 
 
 def prefetched_loop(kernel: Kernel) -> Loop | None:
-    """The loop of the kernel to render by blocks with prefetches (`prefetched_loads`),
-    its inputs too large to sit in cache: the kernel's loop when it is one flat loop (split
-    by threads), or the one innermost loop of a kernel that is one loop over rows (a row
-    reduction such as `exp(x).sum(-1)` or `tanh(x).mean(-1)`, prefetched a row ahead).
-    Without, such a reduction of 4096 x 4096 float32 waited on its reads: one core,
-    alternating processes, `(x - 3).exp().sum(-1)` 9.0-9.8 -> 3.7-4.1 ms, `x.tanh().mean(-1)`
-    9.8-10.8 -> 4.8-7.3; on two, 2^20 rows of 16: 6.3-8.3 -> 2.7 ms."""
+    """The loop of the kernel to render by blocks with prefetches (`prefetched_loads`, each
+    block's loads PREFETCH_BYTES ahead), its inputs too large to sit in cache: the kernel's
+    loop when it is one flat loop (split by threads), else its one innermost loop with such
+    loads (a row reduction such as `exp(x).sum(-1)` or `tanh(x).mean(-1)`, a column one's
+    `exp(x).sum(0)` by blocks of rows). Without, a reduction of 4096 x 4096 float32 waited on
+    its reads: one core, alternating processes, `(x - 3).exp().sum(-1)` 9.0-9.8 -> 3.7-4.1
+    ms, `x.tanh().mean(-1)` 9.8-10.8 -> 4.8-7.3; on two, 2^20 rows of 16: 6.3-8.3 -> 2.7 ms,
+    `x.exp().sum(0)` 3.0-3.2 -> 2.5."""
     if len(kernel.body) != 1 or not isinstance(kernel.body[0], Loop):
         return None
     loop = kernel.body[0]
-    inner = [t for t in loop.body if isinstance(t, Loop)]
-    if len(inner) == 1 and not any(isinstance(t, Loop) for t in inner[0].body):
-        loop = inner[0]
+    if any(isinstance(t, Loop) for t in loop.body):
+        found = [inner for inner in _innermost(loop.body) if prefetched_loads(inner)]
+        if len(found) != 1:
+            return None
+        loop = found[0]
     read = sum(math.prod(p.shape) * p.dtype.itemsize for p in kernel.params if not p.written)
     return loop if read >= STREAM_MIN_BYTES and prefetched_loads(loop) else None
