@@ -19,8 +19,9 @@ whole lines around the caches and skips that read. It pays only when:
   whole before the next: two outputs written half a line at a time (as the vectorized
   loop interleaves them) were 4-8x slower than ordinary stores on this VM (`relu(x)` and
   `x * 2` of 2^24 float32 in one kernel: 10-15 -> 43-52 ms);
-- its reads run along the same loop (a transpose, bound by its strided reads, was 5%
-  slower streaming).
+- its reads run along the same loop (a transpose's strided scalar reads were 5% slower
+  streaming), or through a stack tile that a register transpose fills
+  (`staged_transposes`).
 
 So an output qualifies when one innermost loop (the kernel's only loop, or the last phase
 of a row kernel such as layernorm's) holds its only store, `out[row + i] = f(...)` with
@@ -107,12 +108,13 @@ def _line_start_at_zero(index: Ix, sym: Sym, width: int) -> bool:
                for atom, coeff in index.terms if atom != sym)
 
 
-def _op_count(e: Expr, sym: Sym, seen: set[int], costly: list[Op]) -> int | None:
+def _op_count(e: Expr, sym: Sym, seen: set[int], costly: list[Op],
+              staged: frozenset[int] = frozenset()) -> int | None:
     """Ops in `e` not counted yet (the transcendentals among them appended to `costly`);
-    None when a load strides along `sym` (a transpose: bound by its reads, and measured 5%
-    slower streaming)."""
+    None when a load strides along `sym` (bound by its reads), unless it is one of the
+    `staged` transposed loads (by id: `staged_transposes`)."""
     if isinstance(e, Load):
-        along = dict(e.index.terms).get(sym, 0) in (0, 1)
+        along = dict(e.index.terms).get(sym, 0) in (0, 1) or id(e) in staged
         return 0 if along and sym not in e.index.nonlinear_syms() else None
     if not isinstance(e, Op) or id(e) in seen:
         return 0
@@ -123,7 +125,7 @@ def _op_count(e: Expr, sym: Sym, seen: set[int], costly: list[Op]) -> int | None
         costly.append(e)
     total = 1
     for a in e.args:
-        n = _op_count(a, sym, seen, costly)
+        n = _op_count(a, sym, seen, costly, staged)
         if n is None:
             return None
         total += n
@@ -138,7 +140,8 @@ def streams_by_blocks(kernel: Kernel) -> bool:
     if found is None or scratch_row(kernel) is not None:
         return False
     costly: list[Op] = []
-    _op_count(found[1].value, found[0].sym, set(), costly)
+    _op_count(found[1].value, found[0].sym, set(), costly,
+              staged_transposes(kernel, found[0]))
     return bool(costly)
 
 
@@ -162,7 +165,7 @@ def streamed_store(kernel: Kernel) -> tuple[Loop, Store] | None:
     assert isinstance(store, Store)
     itemsize = kernel.params[store.buf].dtype.itemsize
     costly: list[Op] = []
-    ops = _op_count(store.value, loop.sym, set(), costly)
+    ops = _op_count(store.value, loop.sym, set(), costly, staged_transposes(kernel, loop))
     staged = scratch_row(kernel)
     staged_here = staged is not None and staged.last_loop is loop
     if costly and (staged is not None or tuple(kernel.body) != (loop,)
@@ -177,6 +180,44 @@ def streamed_store(kernel: Kernel) -> tuple[Loop, Store] | None:
             math.prod(kernel.params[store.buf].shape) * itemsize < STREAM_MIN_BYTES:
         return None
     return loop, store
+
+
+STAGED_LANES = 16   # tile extents the renderer stages at every vector width (a multiple of its)
+
+
+def staged_transposes(kernel: Kernel, loop: Loop) -> frozenset[int]:
+    """Ids of the loads of innermost `loop` that read a transpose by tiles: its parent loop
+    holds only it, both extents are multiples of STAGED_LANES, and such a load (2 to 8
+    bytes) steps 1 along the parent and at least `loop`'s extent along `loop`, by plain
+    loop variables. The llvm renderer stages them through a register
+    transpose (kernels/tiles.py), so `loop` reads them from a stack tile along memory and
+    its output rows may stream: 4096^2 float32 `x.T + 1` on two cores, alternating
+    processes, 11.3-14.4 -> 3.7 ms, `x + x.T` 17-18 -> 6.4-7.8 (the streaming stores had
+    measured 5% slower when the loads were strided scalar reads)."""
+    parent = _parent_of(kernel.body, loop)
+    if parent is None or tuple(parent.body) != (loop,) or \
+            loop.sym.extent % STAGED_LANES or parent.sym.extent % STAGED_LANES:
+        return frozenset()
+    found = set()
+    for e in expr_nodes(loop.body):
+        if isinstance(e, Load) and e.dtype.itemsize in (2, 4, 8) and \
+                all(isinstance(a, Sym) for a, _ in e.index.terms):
+            terms = dict(e.index.terms)
+            if terms.get(parent.sym) == 1 and abs(terms.get(loop.sym, 0)) >= loop.sym.extent:
+                found.add(id(e))
+    return frozenset(found)
+
+
+def _parent_of(stmts: Sequence[Stmt], loop: Loop) -> Loop | None:
+    """The loop among `stmts` (at any depth) whose body holds `loop`."""
+    for s in stmts:
+        if isinstance(s, Loop):
+            if any(t is loop for t in s.body):
+                return s
+            found = _parent_of(s.body, loop)
+            if found is not None:
+                return found
+    return None
 
 
 @dataclass(frozen=True)

@@ -42,9 +42,10 @@ def test_only_single_output_memory_bound_kernels_stream(stream_everything: None)
 
 
 def test_a_row_kernel_streams_its_last_phase(stream_everything: None) -> None:
-    """layernorm's normalized rows stream; so do softmax's (its exps staged on the stack), a
-    transpose reads across the loop, a permuted flattened axis reads by quotient and
-    remainder, output rows of 65 elements are not whole lines."""
+    """layernorm's normalized rows stream; so do softmax's (its exps staged on the stack) and
+    a transpose staged through registers by tiles; a transpose of rows of 65 reads across
+    the loop, a permuted flattened axis reads by quotient and remainder, output rows of 65
+    elements are not whole lines."""
     m = Tensor(RNG.standard_normal((48, 64)).astype(np.float32))
     odd = Tensor(RNG.standard_normal((48, 65)).astype(np.float32))
     streamed = lambda fn, a: [streaming.streamed_outputs(k) for k in kernels_of(fn, a)]  # noqa
@@ -53,7 +54,8 @@ def test_a_row_kernel_streams_its_last_phase(stream_everything: None) -> None:
     (kernel,) = kernels_of(lambda v: v.softmax(-1), m)
     assert streaming.scratch_row(kernel) is not None
     assert streaming.streamed_outputs(kernel) == (streaming.scratch_row(kernel).buf,)
-    assert streamed(lambda v: v.T + 1, m) == [()]
+    assert streamed(lambda v: v.T + 1, m) == [(0,)]
+    assert streamed(lambda v: v.T + 1, odd) == [()]
     # reads by quotient and remainder of the loop index (a permuted flattened axis)
     assert streamed(lambda v: v.reshape(8, 6, 64).permute(1, 0, 2).reshape(48, 64) * 2,
                     m) == [()]
@@ -346,6 +348,23 @@ def test_pipelined_rows_prefetch_the_next_row_without_transcendentals(
     want = (d - d.mean(-1, keepdims=True)) / np.sqrt(d.var(-1, keepdims=True) + 1e-5)
     np.testing.assert_allclose(fgrad.jit(norm)(Tensor(x)).numpy(), want, rtol=1e-5,
                                atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16])
+@pytest.mark.parametrize("shape", [(48, 64), (64, 128), (256, 32)])
+def test_streamed_transposes_keep_every_value(stream_everything: None, dtype: type,
+                                              shape: tuple[int, int]) -> None:
+    """Transposes staged by tiles and written with streaming stores (the first two shapes'
+    32- and 64-bit ones; 32 rows of 256 tile otherwise), exact against NumPy."""
+    x = np.random.default_rng(shape[0]).standard_normal(shape).astype(dtype)
+    (kernel,) = kernels_of(lambda v: v.T + 1, Tensor(x))
+    if dtype != np.float16 and shape != (256, 32):
+        assert streaming.streamed_outputs(kernel) == (0,)
+    np.testing.assert_array_equal(fgrad.jit(lambda v: v.T + 1)(Tensor(x)).numpy(),
+                                  (x.T + np.asarray(1, dtype)).astype(dtype))
+    square = x[:shape[1], :shape[1]] if shape[0] >= shape[1] else x[:, :shape[0]]
+    np.testing.assert_array_equal(fgrad.jit(lambda v: v + v.T)(Tensor(square)).numpy(),
+                                  square + square.T)
 
 
 def test_small_inputs_are_not_prefetched() -> None:
