@@ -112,9 +112,11 @@ def _op_count(e: Expr, sym: Sym, seen: set[int], costly: list[Op],
               staged: frozenset[int] = frozenset()) -> int | None:
     """Ops in `e` not counted yet (the transcendentals among them appended to `costly`);
     None when a load strides along `sym` (bound by its reads), unless it is one of the
-    `staged` transposed loads (by id: `staged_transposes`)."""
+    `staged` transposed loads (by id: `staged_transposes`). A load that runs backwards
+    along it reads whole lines too (`x.flip(1)` of 4096^2 float32, two cores, alternating
+    processes: 5.4 -> 2.5-2.9 ms streaming)."""
     if isinstance(e, Load):
-        along = dict(e.index.terms).get(sym, 0) in (0, 1) or id(e) in staged
+        along = dict(e.index.terms).get(sym, 0) in (0, 1, -1) or id(e) in staged
         return 0 if along and sym not in e.index.nonlinear_syms() else None
     if not isinstance(e, Op) or id(e) in seen:
         return 0

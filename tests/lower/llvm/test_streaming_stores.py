@@ -56,6 +56,7 @@ def test_a_row_kernel_streams_its_last_phase(stream_everything: None) -> None:
     assert streaming.streamed_outputs(kernel) == (streaming.scratch_row(kernel).buf,)
     assert streamed(lambda v: v.T + 1, m) == [(0,)]
     assert streamed(lambda v: v.T + 1, odd) == [()]
+    assert streamed(lambda v: v.flip(1) * 2, m) == [(0,)]        # reads backwards by lines
     # reads by quotient and remainder of the loop index (a permuted flattened axis)
     assert streamed(lambda v: v.reshape(8, 6, 64).permute(1, 0, 2).reshape(48, 64) * 2,
                     m) == [()]
@@ -355,13 +356,16 @@ def test_pipelined_rows_prefetch_the_next_row_without_transcendentals(
 def test_streamed_transposes_keep_every_value(stream_everything: None, dtype: type,
                                               shape: tuple[int, int]) -> None:
     """Transposes staged by tiles and written with streaming stores (the first two shapes'
-    32- and 64-bit ones; 32 rows of 256 tile otherwise), exact against NumPy."""
+    32- and 64-bit ones; 32 rows of 256 tile otherwise), and reversed rows, exact against
+    NumPy."""
     x = np.random.default_rng(shape[0]).standard_normal(shape).astype(dtype)
     (kernel,) = kernels_of(lambda v: v.T + 1, Tensor(x))
     if dtype != np.float16 and shape != (256, 32):
         assert streaming.streamed_outputs(kernel) == (0,)
     np.testing.assert_array_equal(fgrad.jit(lambda v: v.T + 1)(Tensor(x)).numpy(),
                                   (x.T + np.asarray(1, dtype)).astype(dtype))
+    np.testing.assert_array_equal(fgrad.jit(lambda v: v.flip(1) * 2)(Tensor(x)).numpy(),
+                                  x[:, ::-1] * np.asarray(2, dtype))
     square = x[:shape[1], :shape[1]] if shape[0] >= shape[1] else x[:, :shape[0]]
     np.testing.assert_array_equal(fgrad.jit(lambda v: v + v.T)(Tensor(square)).numpy(),
                                   square + square.T)
