@@ -345,7 +345,7 @@ def prefetched_loop(kernel: Kernel) -> Loop | None:
     `exp(x).sum(0)` by blocks of rows). Without, a reduction of 4096 x 4096 float32 waited on
     its reads: one core, alternating processes, `(x - 3).exp().sum(-1)` 9.0-9.8 -> 3.7-4.1
     ms, `x.tanh().mean(-1)` 9.8-10.8 -> 4.8-7.3; on two, 2^20 rows of 16: 6.3-8.3 -> 2.7 ms,
-    `x.exp().sum(0)` 3.0-3.2 -> 2.5."""
+    `x.exp().sum(0)` 2.5-2.9 -> 2.5 (4 rounds; in one of them no gain)."""
     if len(kernel.body) != 1 or not isinstance(kernel.body[0], Loop):
         return None
     loop = kernel.body[0]
