@@ -37,6 +37,7 @@ MIN_CHUNK_ELEMENTS = 1 << 14   # ... and a split one in chunks of at least this 
 CHUNKS_PER_THREAD = 4
 MAX_LANES = 16                 # rows side by side at most (one register transpose)
 LINE_ELEMENTS = 16             # columns per chunk a multiple of this (a line of float32)
+MIN_COLUMN_BYTES = 4096        # ... and of at least this much of a row
 Body = Callable[[ir.Value], None]
 
 
@@ -80,6 +81,9 @@ def scan_rows(eqn: Eqn) -> tuple[int, int, int]:
         return 1, 0, 0
     threads = max(2, os.cpu_count() or 1)  # the machine's, not FGRAD_NUM_THREADS: one plan
     size = max(-(-rows // (threads * CHUNKS_PER_THREAD)), -(-MIN_CHUNK_ELEMENTS // row_size))
+    if columns:   # a row's piece of at least MIN_COLUMN_BYTES: 4096^2 cumsum(0), chunks of
+        # 512 columns 5.1-5.3 ms, of 1024 3.9 (of 2048 4.0)
+        size = max(size, MIN_COLUMN_BYTES // eqn.inputs[0].aval.dtype.itemsize)
     # whole groups of rows side by side, whole lines of columns
     group = LINE_ELEMENTS if columns else scan_lanes(eqn) or 1
     size = min(rows, -(-size // group) * group)

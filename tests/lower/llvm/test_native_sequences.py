@@ -167,7 +167,7 @@ def _cumulative(op: str, x: Tensor, axis: int, reverse: bool) -> Tensor:
                                         ((2, 3, 17), 1), ((3, 0, 4), 1), ((4, 6), 1),
                                         ((16, 16), 1), ((33, 50), 1), ((17, 5), 1),
                                         ((3, 20, 40), 2), ((64, 1024), 1),
-                                        ((128, 1000), 0)])
+                                        ((128, 1000), 0), ((16, 4096), 0)])
 def test_native_cumulative_matches_numpy(shape: tuple[int, ...], axis: int, dtype: type,
                                          op: str, reverse: bool):
     x = _sample(shape, dtype)
@@ -203,11 +203,13 @@ def test_last_axis_cumulative_rows_run_side_by_side_and_split():
     assert count > 1 and size % lanes == 0 and rows == 256
     text = str(llvm_runtime.module_ir(llvm_runtime.plan(jaxpr)))
     assert f"<{lanes} x float>" in text
-    column = open_jaxpr(fgrad.make_jaxpr(lambda t: t.cumsum(0))(x))[0].eqns[0]
+    wide = Tensor(RNG.standard_normal((64, 4096)).astype(np.float32))
+    column = open_jaxpr(fgrad.make_jaxpr(lambda t: t.cumsum(0))(wide))[0].eqns[0]
     assert scans.scan_lanes(column) == 0            # a middle axis vectorizes on its own
     assert scans.splits_columns(column)             # ... and shares its columns
     count, size, columns = scans.scan_rows(column)
-    assert count > 1 and size % scans.LINE_ELEMENTS == 0 and columns == 512
+    assert count > 1 and size % scans.LINE_ELEMENTS == 0 and columns == 4096
+    assert size * 4 >= scans.MIN_COLUMN_BYTES
 
 
 @pytest.mark.parametrize("bits", [128, 256, 512])
