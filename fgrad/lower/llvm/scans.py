@@ -22,12 +22,12 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Callable
 
 from llvmlite import ir
 
 from fgrad.core.dtypes import dtypes
 from fgrad.core.ir import Eqn
+from fgrad.lower.llvm.sequences import LoopBuilder
 
 I32, I64 = ir.IntType(32), ir.IntType(64)
 _TYPES = {dtypes.float32: ir.FloatType(), dtypes.float64: ir.DoubleType(),
@@ -38,7 +38,6 @@ CHUNKS_PER_THREAD = 4
 MAX_LANES = 16                 # rows side by side at most (one register transpose)
 LINE_ELEMENTS = 16             # columns per chunk a multiple of this (a line of float32)
 MIN_COLUMN_BYTES = 4096        # ... and of at least this much of a row
-Body = Callable[[ir.Value], None]
 
 
 def _c(v: int) -> ir.Constant:
@@ -91,20 +90,12 @@ def scan_rows(eqn: Eqn) -> tuple[int, int, int]:
     return (count, size, rows) if count > 1 else (1, 0, 0)
 
 
-class ScanBuilder:
+class ScanBuilder(LoopBuilder):
     """Emits a cumulative op's function (module docstring)."""
 
     def __init__(self, module: ir.Module, name: str, eqn: Eqn, split: bool = False):
-        dtype = eqn.inputs[0].aval.dtype
-        self.ty, self.float = _TYPES[dtype], dtype.is_float
-        self.unsigned = dtype in (dtypes.uint32, dtypes.uint64)
-        tp = self.ty.as_pointer()
-        args = [tp, tp, I64, I64] if split else [tp, tp]
-        self.fn = ir.Function(module, ir.FunctionType(ir.VoidType(), args), name=name)
-        self.fn.linkage = "internal"
-        for arg in self.fn.args[:2]:
-            arg.add_attribute("noalias")
-        self.b = ir.IRBuilder(self.fn.append_basic_block("entry"))
+        tp = _TYPES[eqn.inputs[0].aval.dtype].as_pointer()
+        super().__init__(module, name, eqn, [tp, tp, I64, I64] if split else [tp, tp])
         self.out, self.x = self.fn.args[:2]
         bounds = (self.fn.args[2], self.fn.args[3]) if split else None
         self.columns = bounds if split and splits_columns(eqn) else None
@@ -112,32 +103,6 @@ class ScanBuilder:
         self.op, self.reverse = eqn.primitive.name, bool(eqn.params["reverse"])
         self.outer, self.n, self.inner = _view(eqn)
         self.lanes = scan_lanes(eqn)
-
-    # ------------------------------------------------------------------ control flow
-
-    def var(self, init: ir.Value) -> ir.Value:
-        """A stack slot holding `init` (mem2reg turns it into registers)."""
-        here = self.b.block
-        self.b.position_at_start(self.fn.entry_basic_block)
-        slot = self.b.alloca(init.type)
-        self.b.position_at_end(here)
-        self.b.store(init, slot)
-        return slot
-
-    def loop(self, lo: ir.Value, hi: ir.Value, step: int, body: Body) -> None:
-        """for (i = lo; i < hi; i += step) body(i)."""
-        b = self.b
-        i = self.var(lo)
-        head, inner, done = (self.fn.append_basic_block(s) for s in ("s.head", "s.body",
-                                                                     "s.done"))
-        b.branch(head)
-        b.position_at_end(head)
-        b.cbranch(b.icmp_signed("<", b.load(i), hi), inner, done)
-        b.position_at_end(inner)
-        body(b.load(i))
-        b.store(b.add(b.load(i), _c(step)), i)
-        b.branch(head)
-        b.position_at_end(done)
 
     # ------------------------------------------------------------------ the op
 

@@ -58,8 +58,9 @@ def _c(v: int) -> ir.Constant:
     return ir.Constant(I64, v)
 
 
-class _Builder:
-    """One internal function with stack-slot loop variables (mem2reg makes registers)."""
+class LoopBuilder:
+    """One internal function with stack-slot loop variables (mem2reg makes registers); the
+    sort's and the cumulative ops' (scans.py) builders."""
 
     def __init__(self, module: ir.Module, name: str, eqn: Eqn, args: list[ir.Type]):
         dtype = eqn.inputs[0].aval.dtype
@@ -125,7 +126,7 @@ def sort_chunking(eqn: Eqn) -> tuple[int, int, int]:
     return (count, size, rows) if count > 1 else (1, 0, 0)
 
 
-class _SortBuilder(_Builder):
+class _SortBuilder(LoopBuilder):
     """Emits the sort function (module docstring)."""
 
     def __init__(self, module: ir.Module, name: str, eqn: Eqn, split: bool = False):
