@@ -371,6 +371,29 @@ def test_streamed_transposes_keep_every_value(stream_everything: None, dtype: ty
                                   square + square.T)
 
 
+@pytest.mark.parametrize("shape", [(48, 4112), (64, 256), (100, 144)])
+def test_rows_of_transcendentals_stream_by_blocks(stream_everything: None,
+                                                  shape: tuple[int, int]) -> None:
+    """A loop over rows around an elementwise loop of transcendentals (a broadcast row or
+    column operand) streams its output by blocks, the last one partial; values against
+    NumPy in float64."""
+    rng = np.random.default_rng(shape[1])
+    x = rng.standard_normal(shape).astype(np.float32)
+    row = rng.standard_normal(shape[1]).astype(np.float32)
+    column = rng.standard_normal((shape[0], 1)).astype(np.float32)
+    d, r, c = x.astype(np.float64), row.astype(np.float64), column.astype(np.float64)
+    cases = [(lambda v: (v + Tensor(row)).exp(), np.exp(d + r)),
+             (lambda v: (v * Tensor(column)).sigmoid(), 1 / (1 + np.exp(-d * c))),
+             (lambda v: v.softmax(0), np.exp(d - d.max(0)) / np.exp(d - d.max(0)).sum(0))]
+    for fn, want in cases[:2]:
+        (kernel,) = kernels_of(fn, Tensor(x))
+        assert streaming.streamed_outputs(kernel) == (0,)
+        assert streaming.streams_by_blocks(kernel)
+    for fn, want in cases:
+        np.testing.assert_allclose(fgrad.jit(fn)(Tensor(x)).numpy(), want, rtol=3e-6,
+                                   atol=1e-7)
+
+
 def test_small_inputs_are_not_prefetched() -> None:
     x = Tensor(RNG.standard_normal(1 << 12).astype(np.float32))
     (w1,) = kernels_of(w1_chain, x)
