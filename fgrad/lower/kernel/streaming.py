@@ -184,7 +184,7 @@ def streamed_store(kernel: Kernel) -> tuple[Loop, Store] | None:
     return loop, store
 
 
-STAGED_LANES = 16   # tile extents the renderer stages at every vector width (a multiple of its)
+STAGED_LANES = 16   # tile extents the renderer stages at every vector width (lanes divide 16)
 
 
 def _flat_or_rows(kernel: Kernel, loop: Loop) -> bool:
@@ -201,11 +201,11 @@ def staged_transposes(kernel: Kernel, loop: Loop) -> frozenset[int]:
     """Ids of the loads of innermost `loop` that read a transpose by tiles: its parent loop
     holds only it, both extents are multiples of STAGED_LANES, and such a load (2 to 8
     bytes) steps 1 along the parent and at least `loop`'s extent along `loop`, by plain
-    loop variables. The llvm renderer stages them through a register
-    transpose (kernels/tiles.py), so `loop` reads them from a stack tile along memory and
-    its output rows may stream: 4096^2 float32 `x.T + 1` on two cores, alternating
-    processes, 11.3-14.4 -> 3.7 ms, `x + x.T` 17-18 -> 6.4-7.8 (the streaming stores had
-    measured 5% slower when the loads were strided scalar reads)."""
+    loop variables. The llvm renderer stages them through a register transpose
+    (kernels/tiles.py), so `loop` reads them from a stack tile along memory and its output
+    rows may stream: 4096^2 float32 on two cores, alternating processes, `x.T + 1` 8.2-14.4
+    -> 3.5-3.7 ms (the host's load moved the old code's time), `x + x.T` 15-18 -> 6.3-6.5
+    (streaming stores had measured 5% slower when the loads were strided scalar reads)."""
     parent = _parent_of(kernel.body, loop)
     if parent is None or tuple(parent.body) != (loop,) or \
             loop.sym.extent % STAGED_LANES or parent.sym.extent % STAGED_LANES:
@@ -333,8 +333,9 @@ def prefetched_loads(loop: Loop, pipelined: bool = False) -> list[Load]:
     values have transcendentals per element, or it carries a pipelined row's next row
     (`pipelined`). Such a loop keeps the vector units busy, and the hardware prefetchers
     alone left its reads waiting on memory: 2^24 float32 on one core, `exp` 8.9 -> 5.5 ms
-    (`x + 1` 5.0), W1 17.0 -> 14.7 (the render blocks it so); a 4096^2 layernorm's rows
-    on two cores, alternating processes, 2.9-3.4 -> 2.8 ms."""
+    (`x + 1` 5.0), W1 17.0 -> 14.7 (the render blocks it so); 4096^2 rows on two cores,
+    alternating processes: softmax 3.6-3.8 -> 3.0-3.3 ms, layernorm 2.8-3.6 -> 2.7-3.0
+    (within noise in one of two A/Bs)."""
     if any(isinstance(t, Loop) for t in loop.body) or not pipelined and not any(
             isinstance(e, Op) and e.op in COSTLY and _per_element(e)
             for e in expr_nodes(loop.body)):
