@@ -1,10 +1,11 @@
 """Native cumulative ops (cumsum, cumprod, cummax, cummin) for the llvm backend.
 
 In: a cumulative equation (any axis, `reverse`; a dtype of 32 or 64 bits:
-`sequences.NATIVE_SEQUENCE_DTYPES`'s six). Out: an internal LLVM function `void name(T* out,
-T* x)`, or with `split` `void name(T* out, T* x, i64 start, i64 stop)` computing the rows
-[start, stop) of the view (outer, n, inner) that the pool shares (`scan_rows`), or its
-columns [start, stop) when it has one row (along the first axis: `splits_columns`).
+`schedule/partition.py NATIVE_SEQUENCE_DTYPES`). Out: an internal LLVM function
+`void name(T* out, T* x)`, or with `split` `void name(T* out, T* x, i64 start, i64 stop)`
+computing the rows [start, stop) of the view (outer, n, inner) that the pool shares
+(`scan_rows`), or its columns [start, stop) when it has one row (along the first axis:
+`splits_columns`).
 
 Every element combines the previous output with the next input along the axis' order
 (backwards when `reverse`), as NumPy's accumulate does, so float sums round exactly as
