@@ -26,13 +26,10 @@ import os
 
 from llvmlite import ir
 
-from fgrad.core.dtypes import dtypes
 from fgrad.core.ir import Eqn
-from fgrad.lower.llvm.sequences import LoopBuilder
+from fgrad.lower.llvm.sequences import ELEMENT_TYPES, LoopBuilder
 
-I32, I64 = ir.IntType(32), ir.IntType(64)
-_TYPES = {dtypes.float32: ir.FloatType(), dtypes.float64: ir.DoubleType(),
-          dtypes.int32: I32, dtypes.int64: I64, dtypes.uint32: I32, dtypes.uint64: I64}
+I64 = ir.IntType(64)
 MIN_SPLIT_ELEMENTS = 1 << 16   # a smaller cumulative op runs whole on one thread
 MIN_CHUNK_ELEMENTS = 1 << 14   # ... and a split one in chunks of at least this many
 CHUNKS_PER_THREAD = 4
@@ -95,7 +92,7 @@ class ScanBuilder(LoopBuilder):
     """Emits a cumulative op's function (module docstring)."""
 
     def __init__(self, module: ir.Module, name: str, eqn: Eqn, split: bool = False):
-        tp = _TYPES[eqn.inputs[0].aval.dtype].as_pointer()
+        tp = ELEMENT_TYPES[eqn.inputs[0].aval.dtype].as_pointer()
         super().__init__(module, name, eqn, [tp, tp, I64, I64] if split else [tp, tp])
         self.out, self.x = self.fn.args[:2]
         bounds = (self.fn.args[2], self.fn.args[3]) if split else None

@@ -47,11 +47,11 @@ RADIX_MIN = 64  # rows at least this long sort by radix passes (`radix_sort`)
 MIN_SPLIT_ELEMENTS = 1 << 14   # a smaller sort runs whole on one thread
 MIN_CHUNK_ELEMENTS = 1 << 13   # ... and a split one in chunks of at least this many
 CHUNKS_PER_THREAD = 4
-_TYPES = {dtypes.float32: ir.FloatType(), dtypes.float64: ir.DoubleType(),
-          dtypes.int32: I32, dtypes.int64: I64, dtypes.uint32: I32, dtypes.uint64: I64,
-          dtypes.float16: I16, dtypes.bfloat16: I16,   # as their bits: no half arithmetic
-          dtypes.int8: I8, dtypes.uint8: I8, dtypes.int16: I16, dtypes.uint16: I16}
-assert set(_TYPES) == set(NATIVE_SORT_DTYPES)   # cumulative ops: the first six
+ELEMENT_TYPES = {dtypes.float32: ir.FloatType(), dtypes.float64: ir.DoubleType(),
+                 dtypes.int32: I32, dtypes.int64: I64, dtypes.uint32: I32, dtypes.uint64: I64,
+                 dtypes.float16: I16, dtypes.bfloat16: I16,   # their bits: no half arithmetic
+                 dtypes.int8: I8, dtypes.uint8: I8, dtypes.int16: I16, dtypes.uint16: I16}
+assert set(ELEMENT_TYPES) == set(NATIVE_SORT_DTYPES)   # cumulative ops: the first six
 
 
 def _c(v: int) -> ir.Constant:
@@ -64,7 +64,7 @@ class LoopBuilder:
 
     def __init__(self, module: ir.Module, name: str, eqn: Eqn, args: list[ir.Type]):
         dtype = eqn.inputs[0].aval.dtype
-        self.ty, self.float = _TYPES[dtype], dtype.is_float
+        self.ty, self.float = ELEMENT_TYPES[dtype], dtype.is_float
         self.half = dtype in (dtypes.float16, dtypes.bfloat16)
         self.exponent_all_ones = {dtypes.float16: 0x7C00, dtypes.bfloat16: 0x7F80,
                                   dtypes.float32: 0x7F800000,
@@ -130,7 +130,7 @@ class _SortBuilder(LoopBuilder):
     """Emits the sort function (module docstring)."""
 
     def __init__(self, module: ir.Module, name: str, eqn: Eqn, split: bool = False):
-        tp = _TYPES[eqn.inputs[0].aval.dtype].as_pointer()
+        tp = ELEMENT_TYPES[eqn.inputs[0].aval.dtype].as_pointer()
         super().__init__(module, name, eqn, [tp, I32.as_pointer(), tp] + [I64, I64] * split)
         self.values, self.indices, self.x = self.fn.args[:3]
         self.chunk = tuple(self.fn.args[3:]) if split else None
@@ -380,7 +380,7 @@ def render_sequence_op(module: ir.Module, name: str, eqn: Eqn, split: bool = Fal
     `sort_chunking`) or a cumulative op (`void name(T* out, T* x)`, with `split` the rows
     [start, stop) of `scans.scan_rows`); module docstring."""
     dtype, prim = eqn.inputs[0].aval.dtype, eqn.primitive.name
-    if prim not in ("sort", *CUMULATIVE) or dtype not in _TYPES:
+    if prim not in ("sort", *CUMULATIVE) or dtype not in ELEMENT_TYPES:
         raise ValueError(f"render_sequence_op: {name} ({prim} on {dtype}) has no native "
                          f"lowering; a bug in the schedule")
     if prim == "sort":
