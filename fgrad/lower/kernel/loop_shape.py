@@ -10,9 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from fgrad.lower.kernel.ir import AccUpdate, Expr, Loop, Op, Stmt, Store
-
-POLYNOMIAL_OPS = frozenset({"exp", "expm1", "tanh", "logistic", "log", "log1p", "sin", "cos",
-                            "tan", "erf", "pow", "atan2"})
+from fgrad.lower.schedule.partition import COSTLY
 
 
 def latency_bound(stmts: Sequence[Stmt]) -> bool:
@@ -23,7 +21,7 @@ def latency_bound(stmts: Sequence[Stmt]) -> bool:
         if not isinstance(e, Op) or id(e) in seen:
             return False
         seen.add(id(e))
-        return e.op in POLYNOMIAL_OPS or any(heavy(a) for a in e.args)
+        return e.op in COSTLY or any(heavy(a) for a in e.args)
     return any(isinstance(st, AccUpdate) or (isinstance(st, Store) and heavy(st.value))
                for st in stmts)
 

@@ -19,6 +19,7 @@ from fgrad.core.dtypes import DType, dtypes
 from fgrad.lower.kernel.build import identity
 from fgrad.lower.kernel.ir import AccInit
 from fgrad.lower.llvm.kernels import vmath as llvm_math
+from fgrad.lower.llvm.kernels.remainders import fmod_float
 
 I1, I8, I16, I32, I64 = (ir.IntType(1), ir.IntType(8), ir.IntType(16), ir.IntType(32),
                         ir.IntType(64))
@@ -261,7 +262,7 @@ def _div(em: Emitter, a: list[ir.Value], dt: DType, od: DType) -> ir.Value:
 def _rem(em: Emitter, a: list[ir.Value], dt: DType, od: DType) -> ir.Value:
     x, y = a
     if dt.is_float:
-        return em.b.frem(x, y)
+        return fmod_float(em, x, y) or em.b.frem(x, y)
     safe, _ = _safe_divisor(em, y, not dt.is_unsigned)
     return em.b.urem(x, safe) if dt.is_unsigned else em.b.srem(x, safe)
 
