@@ -69,7 +69,6 @@ MOVEMENT = frozenset({"broadcast_in_dim", "reshape", "transpose", "slice", "rev"
                       "concatenate", "iota", "gather"})
 REDUCE = {"reduce_sum": "add", "reduce_max": "max", "reduce_min": "min",
           "reduce_prod": "mul"}
-# ops whose value takes many instructions per element (polynomials, a division's steps)
 COSTLY = frozenset({"exp", "log", "sin", "cos", "tan", "tanh", "logistic", "log1p", "expm1",
                     "erf", "pow", "atan2", "rem"})
 MAX_CONCAT_INPUTS = 16

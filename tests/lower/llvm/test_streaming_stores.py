@@ -12,6 +12,7 @@ import pytest
 import fgrad
 from fgrad import Tensor
 from fgrad.lower.kernel import streaming
+from fgrad.lower.kernel.index import Clamp, Ix, Sym, add, ix_const, ix_sym
 from fgrad.lower.kernel.ir import Loop
 from fgrad.lower.llvm import kernel_cache
 from fgrad.lower.llvm import runtime as llvm_runtime
@@ -408,3 +409,46 @@ def test_prefetched_blocks_keep_every_value(stream_everything: None, n: int) -> 
     d = x.astype(np.float64)
     want = np.tanh(d * 1.5 + 0.5) / (1 + np.exp(-d)) + np.exp(-d * d)
     np.testing.assert_allclose(got, want, rtol=3e-6, atol=3e-7)
+
+
+CONCATENATES: dict[str, tuple[Callable[..., Any], list[tuple[int, ...]]]] = {
+    "two": (lambda a, b: a.cat(b, dim=1), [(40, 64), (40, 64)]),
+    "three": (lambda a, b, c: a.cat(b, c, dim=1), [(40, 32), (40, 48), (40, 80)]),
+    "pieces_mid_line": (lambda a, b: a.cat(b, dim=1), [(40, 17), (40, 47)]),
+    "costly_piece": (lambda a, b: a.exp().cat(b * 2, dim=1), [(40, 64), (40, 96)]),
+    "three_d": (lambda a, b: (a.cat(b, dim=2) - 1) * 2, [(4, 12, 64), (4, 12, 32)]),
+    "rows_split": (lambda a, b: a.cat(b, dim=1), [(3001, 48), (3001, 16)]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CONCATENATES))
+@pytest.mark.parametrize("dtype", [np.float32, ml_dtypes.bfloat16, np.int32])
+def test_concatenates_along_rows_stream_piece_by_piece(stream_everything: None, name: str,
+                                                      dtype: Any) -> None:
+    """A concatenate along the innermost axis reads each operand through a clamp that is
+    idle in its own piece and pinned to one end in the others: the renderer loops piece by
+    piece (kernel/pieces.py), so every piece streams its lines (`pieced_loads`); exact
+    against NumPy at every piece boundary, on lines that start mid-piece, by blocks for
+    transcendental pieces, and over rows split between threads."""
+    fn, shapes = CONCATENATES[name]
+    arrays = [(RNG.standard_normal(s) * 10).astype(dtype) for s in shapes]
+    if name == "costly_piece" and dtype == np.int32:
+        pytest.skip("exp of integers is a float")
+    tensors = [Tensor(a) for a in arrays]
+    assert [streaming.streamed_outputs(k) for k in kernels_of(fn, *tensors)] == [(0,)]
+    got = fgrad.jit(fn, backend="llvm")(*tensors).numpy()
+    want = fgrad.jit(fn, backend="numpy")(*tensors).numpy()
+    rtol = 0.0 if name != "costly_piece" else 1e-6 if dtype == np.float32 else 1e-2
+    np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), rtol=rtol)
+
+
+def test_concatenate_reads_that_would_clamp_inside_a_piece_do_not_stream() -> None:
+    """A flat concatenate's loop is the one split between threads (no pieces there); an
+    index clamped inside a piece is no contiguous read."""
+    x = Tensor(RNG.standard_normal(4096).astype(np.float32))
+    assert [streaming.streamed_outputs(k) for k in
+            kernels_of(lambda a, b: a.cat(b), x, x)] == [()]
+    i = Sym("i", 64)
+    index = Ix(((Clamp(add(ix_sym(i), ix_const(-8)), 40), 1),), 0)   # clamp(i - 8, 0, 40)
+    assert streaming._clamps_settle(index, i, [(0, 31), (32, 63)]) is False
+    assert streaming._clamps_settle(index, i, [(0, 7), (8, 48), (49, 63)]) is True

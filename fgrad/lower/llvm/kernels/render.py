@@ -131,12 +131,24 @@ class _KernelRenderer(RowsRendering):
         b.position_at_end(plain)
 
     def stream_loop(self, s: Loop) -> None:
-        """The kernel's loop over [lo, hi) as three: ordinary stores up to the first whole
-        cache line, streaming stores line by line (a line's elements unrolled, so LLVM
-        stores each line with aligned vector stores), ordinary stores after the last."""
+        """The kernel's loop (or each of its pieces, `pieced_loads`) as three: ordinary stores
+        up to the first whole cache line, streaming stores line by line (a line's elements
+        unrolled: LLVM stores each with aligned vector stores), ordinary ones after."""
+        if self.chunk and s is self.kernel.body[0]:
+            self.stream_range(s, *self.chunk)
+            return
+        pieces = piece_ranges(s)
+        if len(pieces) < 2:
+            self.stream_range(s, _i64(0), _i64(s.sym.extent))
+            return
+        for piece in pieces:
+            self.known[s.sym] = piece
+            self.scoped(lambda: self.stream_range(s, _i64(piece[0]), _i64(piece[1] + 1)))
+        del self.known[s.sym]
+
+    def stream_range(self, s: Loop, lo: ir.Value, hi: ir.Value) -> None:
+        """`stream_loop` over one range [lo, hi) of `s`."""
         b, width = self.b, line_elements(self.kernel, self.streamed)
-        whole = (_i64(0), _i64(s.sym.extent))
-        lo, hi = self.chunk if self.chunk and s is self.kernel.body[0] else whole
         first = b.and_(b.add(lo, _i64(width - 1)), _i64(-width))
         first = b.select(b.icmp_signed("<", first, hi), first, hi)
         lines = b.udiv(hi, _i64(width))
