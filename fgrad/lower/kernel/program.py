@@ -158,7 +158,8 @@ def plan(jaxpr: Jaxpr, half_native: bool = True, native_linalg: bool = True,
          implicit_gemm: Callable[[Eqn], bool] | None = None,
          pair_products: Callable[[Eqn], bool] | None = None,
          gemm_tile: GemmTile | None = None,
-         on_final_kernel: Callable[[Kernel], None] = lambda kernel: None) -> Program:
+         on_final_kernel: Callable[[Kernel], None] = lambda kernel: None,
+         rewrite: Callable[[Jaxpr], Jaxpr] = lambda jaxpr: jaxpr) -> Program:
     """Schedule `jaxpr`, build every kernel, group consecutive kernels into segments.
     `half_native`: whether float16 may be computed in kernels (else host steps);
     `native_linalg`: whether float32/64 linalg and sort are library calls (else host
@@ -173,8 +174,10 @@ def plan(jaxpr: Jaxpr, half_native: bool = True, native_linalg: bool = True,
     (schedule/gemm_layout.py `pack_gemm_operands`); `gemm_tile`: its GEMM's (MR, NR) tile
     by element size, so that a product narrower than it is computed swapped (same place);
     `on_final_kernel(kernel)` runs as soon as a kernel is built that planning will not change
-    (one that cannot become a gemm's epilogue), e.g. to start compiling it."""
-    source, jaxpr = jaxpr, cse(expand(jaxpr, native_linalg, implicit_gemm))
+    (one that cannot become a gemm's epilogue), e.g. to start compiling it; `rewrite`: the
+    backend's own rewrite of the expanded jaxpr (llvm splits large reductions, also those
+    that argmax and inlined calls expand into)."""
+    source, jaxpr = jaxpr, rewrite(cse(expand(jaxpr, native_linalg, implicit_gemm)))
     sched = schedule(jaxpr, half_native, native_linalg, source=source,
                      pair_products=pair_products, gemm_tile=gemm_tile)
     names = sched.names

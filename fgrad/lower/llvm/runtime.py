@@ -362,7 +362,7 @@ def plan(jaxpr: Jaxpr, call_per_segment: bool = False, prefetch: bool = False) -
     profiling build (one native call per kernel); `prefetch`: each kernel that planning
     will not change starts compiling as soon as it is built."""
     native = flags.gemm_library() == "native"
-    return program_lib.plan(split_reductions(reduce_untransposed(jaxpr)), half_native(),
+    return program_lib.plan(reduce_untransposed(jaxpr), half_native(),
                             call_per_segment=call_per_segment,
                             epilogue_ok=epilogue_fits if native else None,
                             in_registers=in_registers if native else None,
@@ -370,7 +370,8 @@ def plan(jaxpr: Jaxpr, call_per_segment: bool = False, prefetch: bool = False) -
                             pair_products=pairs_product if native and _amx_for(jaxpr)
                             else None,
                             gemm_tile=_tile_rows_cols if native else None,
-                            on_final_kernel=_prefetch_kernel if prefetch else lambda k: None)
+                            on_final_kernel=_prefetch_kernel if prefetch else lambda k: None,
+                            rewrite=split_reductions)
 
 
 def _tile_rows_cols(dtype_bytes: int) -> tuple[int, int]:

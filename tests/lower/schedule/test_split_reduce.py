@@ -102,3 +102,29 @@ def test_a_reduction_reads_the_transposed_operand_directly():
     assert jaxpr.eqns[0].params["axes"] == (0,)
     kept = reduce_untransposed(_jaxpr(lambda t: (t.T.sum(-1), t.T + 1), x))
     assert "transpose" in [e.primitive.name for e in kept.eqns]   # still read by the add
+
+
+@pytest.mark.parametrize("kind", ["argmax", "argmin"])
+def test_column_argmax_splits_both_of_its_reductions(kind):
+    """argmax / argmin along axis 0 expand into an extremum and a smallest index: both are
+    split after the expansion (threads share them), and the first index of the extremum
+    comes out as NumPy's, with ties and NaN (a column's first NaN is its answer)."""
+    x = RNG.integers(-3, 4, (2048, 512)).astype(np.float32)   # many ties
+    x[700, 5] = x[900, 5] = np.nan
+    x[1500:, 9] = 50.0
+    fn = (lambda t: t.argmax(0)) if kind == "argmax" else (lambda t: t.argmin(0))
+    described = describe_threads(plan(_jaxpr(fn, x)))
+    assert described.count(" over ") >= 2, described   # both first stages split
+    got = fgrad.jit(fn, backend="llvm")(Tensor(x)).numpy()
+    np.testing.assert_array_equal(got, getattr(np, kind)(x, axis=0))
+
+
+def test_a_reduction_inside_an_inlined_call_splits():
+    """A column sum in a nested jitted function is inlined by the expansion and still split."""
+    inner = fgrad.jit(lambda t: t.sum(axis=0))
+    x = RNG.standard_normal((2048, 512)).astype(np.float32)
+    fn = lambda t: inner(t * 2)   # noqa: E731
+    assert "split" in describe_threads(plan(_jaxpr(fn, x)))
+    got = fgrad.jit(fn, backend="llvm")(Tensor(x)).numpy()
+    np.testing.assert_allclose(got, (x * 2).sum(axis=0, dtype=np.float64), rtol=2e-5,
+                               atol=1e-3)
