@@ -1,7 +1,8 @@
 """What a loop nest's form says about scheduling it (the llvm renderer's loop hints).
 
-`latency_bound`: a body that accumulates or computes a transcendental polynomial runs long
-dependency chains, so its innermost loop asks for more vector iterations per trip;
+`latency_bound`: a body that accumulates or computes a costly op (a transcendental
+polynomial, a remainder's steps: `partition.COSTLY`) runs long dependency chains, so its
+innermost loop asks for more vector iterations per trip;
 `inner_trips`: the work nested inside one iteration of a loop, above which unrolling the
 loop would only copy the nest.
 """
@@ -14,7 +15,7 @@ from fgrad.lower.schedule.partition import COSTLY
 
 
 def latency_bound(stmts: Sequence[Stmt]) -> bool:
-    """Whether a loop body accumulates or computes a transcendental polynomial."""
+    """Whether a loop body accumulates or computes a costly op (module docstring)."""
     seen: set[int] = set()
 
     def heavy(e: Expr) -> bool:
