@@ -49,6 +49,17 @@ def test_short_innermost_pieces_do_not_split():
                                                                           (191, 191)]
 
 
+def test_a_long_innermost_loop_splits_off_a_few_short_pieces():
+    """From LONG_INNERMOST iterations, short pieces of MAX_SHORT_ITERATIONS in all may go
+    with long ones (a pad or roll of a long row); more short iterations keep one loop."""
+    long = Sym("l", 4098)
+    assert piece_ranges(_loop(long, [Cond(ix_sym(long), 1, 4096)])) == [
+        (0, 0), (1, 4096), (4097, 4097)]
+    assert piece_ranges(_loop(long, [Cond(ix_sym(long), 3, 4097)])) == [(0, 2), (3, 4097)]
+    many = [Cond(ix_sym(long), 15 * k, 4097) for k in range(1, 6)]   # 75 short iterations
+    assert piece_ranges(_loop(long, many)) == []
+
+
 def test_conditions_on_other_forms_do_not_cut():
     conds = [Cond(mod(ix_sym(I), 64), 0, 3), Cond(scale(ix_sym(I), 2), 0, 10)]
     assert piece_ranges(_loop(I, conds)) == []

@@ -143,3 +143,21 @@ def test_tiles_inside_pieces_with_several_divisors():
     want = (np.repeat(a, 64, axis=1) + np.repeat(c, 16, axis=1)
             + d.transpose(0, 2, 1).reshape(2, 256))
     np.testing.assert_allclose(got, np.concatenate([want, e], 1), rtol=1e-6)
+
+
+def test_long_rows_split_off_short_pieces():
+    """A roll or an odd pad along a long row: the few iterations of the short pieces run as
+    loops of their own and the long piece reads its operand plainly (no clamp, no select);
+    results are NumPy's."""
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((6, 1000)).astype(np.float32)
+    cases = [(lambda t: t.roll(3, 1), np.roll(x, 3, 1)),
+             (lambda t: t.pad((1, 2)) * 2, np.pad(x, ((0, 0), (1, 2))) * 2),
+             (lambda t: t.pad((15, 0)) + 1, np.pad(x, ((0, 0), (15, 0))) + 1)]
+    for fn, want in cases:
+        jaxpr, _ = open_jaxpr(fgrad.make_jaxpr(fn)(Tensor(x)))
+        (kernel,) = plan(jaxpr).kernels
+        text = str(render_kernel(ir.Module(), kernel))
+        axis = kernel.body[0].body[0].sym.name
+        assert len(re.findall(rf'%"{axis}(\.\d+)?" = phi', text)) >= 2
+        np.testing.assert_array_equal(fgrad.jit(fn)(Tensor(x)).numpy(), want)
