@@ -144,8 +144,7 @@ def streams_by_blocks(kernel: Kernel) -> bool:
     if found is None or scratch_row(kernel) is not None:
         return False
     costly: list[Op] = []
-    _op_count(found[1].value, found[0].sym, set(), costly,
-              staged_transposes(kernel, found[0]))
+    _op_count(found[1].value, found[0].sym, set(), costly, _read_along(kernel, found[0]))
     return bool(costly)
 
 
@@ -169,9 +168,7 @@ def streamed_store(kernel: Kernel) -> tuple[Loop, Store] | None:
     assert isinstance(store, Store)
     itemsize = kernel.params[store.buf].dtype.itemsize
     costly: list[Op] = []
-    allowed = staged_transposes(kernel, loop) | (
-        pieced_loads(loop) if loop is not kernel.body[0] else frozenset())
-    ops = _op_count(store.value, loop.sym, set(), costly, allowed)
+    ops = _op_count(store.value, loop.sym, set(), costly, _read_along(kernel, loop))
     staged = scratch_row(kernel)
     staged_here = staged is not None and staged.last_loop is loop
     if costly and (staged is not None or not _flat_or_rows(kernel, loop)
@@ -186,6 +183,14 @@ def streamed_store(kernel: Kernel) -> tuple[Loop, Store] | None:
             math.prod(kernel.params[store.buf].shape) * itemsize < STREAM_MIN_BYTES:
         return None
     return loop, store
+
+
+def _read_along(kernel: Kernel, loop: Loop) -> frozenset[int]:
+    """Ids of the loads of innermost `loop` that the renderer makes read along it although
+    their index does not say so: staged transposes, and a concatenate's operands in its
+    pieces (not in the kernel's outermost loop, which threads split without pieces)."""
+    pieced = pieced_loads(loop) if loop is not kernel.body[0] else frozenset()
+    return staged_transposes(kernel, loop) | pieced
 
 
 def pieced_loads(loop: Loop) -> frozenset[int]:
