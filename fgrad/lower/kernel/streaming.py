@@ -12,9 +12,9 @@ whole lines around the caches and skips that read. It pays only when:
   therefore stream by blocks (`streams_by_blocks`: the vectorized loop writes 512 bytes
   to the stack, aligned streaming stores copy them out), in a kernel that is one flat
   loop: 2^24 float32, two threads, alternating processes: exp 5.5-5.6 -> 3.7-4.7 ms,
-  sigmoid 5.3-6.3 -> 3.7-5.1, tanh 5.6-6.0 -> 4.1-4.8. W1's three per element keep
-  ordinary stores: bound by its arithmetic, it was slower streamed (8.36 -> 8.61 ms,
-  `MAX_STREAMED_COSTLY`);
+  sigmoid 5.3-6.3 -> 3.7-5.1, tanh 5.6-6.0 -> 4.1-4.8. W1's three per element stream
+  since its exps scale with `vscalefps` (5.5 -> 5.2 ms); four or more keep ordinary stores
+  (`MAX_STREAMED_COSTLY`);
 - the kernel streams one output, at the loop's own index, in order, so each line fills
   whole before the next: two outputs written half a line at a time (as the vectorized
   loop interleaves them) were 4-8x slower than ordinary stores on this VM (`relu(x)` and
@@ -52,10 +52,11 @@ from fgrad.lower.schedule.partition import COSTLY
 
 LINE_BYTES = 64          # a cache line: the unit a streaming store fills, and the alignment
 MAX_STREAMED_OPS = 32    # ops per element at most (the renderer unrolls a line's elements)
-# transcendentals per element at most: with three (W1) the loop is bound by its arithmetic and
-# streaming lost (8.36 -> 8.61 ms, alternating processes); with two it gained (x * sigmoid(x)
-# 5.1-5.5 -> 3.9-4.4 ms, exp(x) * sigmoid(x) 5.9-6.7 -> 5.3-5.8, a tanh GELU 6.0-6.2 -> 4.9-5.5)
-MAX_STREAMED_COSTLY = 2
+# transcendentals per element at most: with two it gained (x * sigmoid(x) 5.1-5.5 -> 3.9-4.4
+# ms, exp(x) * sigmoid(x) 5.9-6.7 -> 5.3-5.8, a tanh GELU 6.0-6.2 -> 4.9-5.5); with three (W1)
+# it lost while the loop was bound by its arithmetic (8.36 -> 8.61 ms), and gained once
+# vscalefps made the exps shorter (5.45-5.9 -> 5.22-5.24 ms, alternating processes)
+MAX_STREAMED_COSTLY = 3
 
 
 def cache_bytes(level: int | None = None) -> int | None:

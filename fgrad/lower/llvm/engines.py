@@ -23,6 +23,7 @@ from llvmlite import ir
 from fgrad import flags
 from fgrad.lower.llvm import disk_cache, kernel_cache
 from fgrad.lower.llvm import target as llvm_target
+from fgrad.lower.llvm.kernels import vector_calls
 
 
 # The entry module only calls kernels, gemm drivers and LAPACK calls compiled elsewhere
@@ -66,6 +67,8 @@ def _optimize_text(text: str, speed_level: int = 3) -> Any:
     tuning.slp_vectorization = True
     builder = llvm.create_pass_builder(target_machine(), tuning)
     builder.getModulePassManager().run(parsed, builder)
+    if vector_calls.MARKER in text:
+        vector_calls.inline_calls(parsed, target_machine())
     return parsed
 
 

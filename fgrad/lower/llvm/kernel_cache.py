@@ -57,6 +57,7 @@ from fgrad.lower.llvm.blas import library_chunking
 from fgrad.lower.llvm.lapack import register_library_symbols
 from fgrad.lower.llvm.blas import render_library_call
 from fgrad.lower.llvm.kernels.render import kernel_function_type, render_kernel
+from fgrad.lower.llvm.kernels import vector_calls
 from fgrad.lower.llvm.threads import kernel_work, split_extent
 
 FOLDER = "llvm_kernels"
@@ -165,6 +166,8 @@ def _optimized(text: str, speed_level: int | None) -> tuple[llvm.ModuleRef, llvm
     # nor in LIGHT kernels (a loss over 10 classes: 23 -> 15 ms of LLVM).
     tuning.loop_unrolling = speed_level not in (BY_HAND, LIGHT, SHORT)
     llvm_target.run_pipeline(module, machine, tuning)
+    if vector_calls.MARKER in text:
+        vector_calls.inline_calls(module, machine, context)
     return module, machine
 
 

@@ -401,22 +401,40 @@ def test_float_max_and_min_reductions_propagate_nan_through_maxnum(dtype: type) 
     assert np.isnan(got[:4]).all() and not np.isnan(got[8:]).any()
 
 
+@pytest.mark.parametrize("scalef", [True, False], ids=["vscalef", "integer-steps"])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_exp_scaled_by_ldexp_keeps_the_two_step_bits(monkeypatch: Any, dtype: type) -> None:
-    """On AVX-512 exp scales by 2^n with one `llvm.ldexp` (vscalefps) instead of two exact
-    multiplies (vmath `_scale`): the same bits, overflow, denormal results and NaN
-    included (elsewhere both builds take the two-step form)."""
-    from fgrad.lower.llvm.kernels import vmath
+def test_exp_family_with_and_without_vscalef(monkeypatch: Any, dtype: type,
+                                             scalef: bool) -> None:
+    """exp, exp(-x*x), expm1, tanh and the logistic scaled by `vscalefps` (AVX-512:
+    `vector_calls`) and by integer steps (other CPUs) both stay within 3 ulp of long
+    double NumPy over the whole range, overflow, denormal results, zeros and NaN included;
+    the vscalef build's optimized code holds the instruction and no call is left."""
+    from fgrad.lower.llvm.kernels import vector_calls
+    if scalef and not vector_calls.available():
+        pytest.skip("the host has no AVX-512")
+    monkeypatch.setattr(vector_calls, "available", lambda: scalef)
     rng = np.random.default_rng(9)
-    x = np.concatenate([rng.uniform(-760, 720, 50000), rng.standard_normal(5000),
+    limit = 760 if dtype == np.float64 else 110
+    x = np.concatenate([rng.uniform(-limit, limit, 50000), rng.standard_normal(5000),
+                        rng.uniform(-1e-3, 1e-3, 2000),
                         [0.0, -0.0, np.inf, -np.inf, np.nan, 88.72, -103.9, -745.1]])
     x = x.astype(dtype)
+    wide = x.astype(np.longdouble)
     with np.errstate(all="ignore"):
-        fast = fgrad.jit(lambda t: t.exp())(Tensor(x)).numpy()
-        monkeypatch.setattr(vmath, "_ldexp", lambda em, y, n: None)
-        two_step = fgrad.jit(lambda t: t.exp() + 0)(Tensor(x)).numpy()
-    bits = np.int64 if dtype == np.float64 else np.int32
-    np.testing.assert_array_equal(fast.view(bits), two_step.view(bits))
+        refs = {"exp": np.exp(wide), "expm1": np.expm1(wide), "tanh": np.tanh(wide),
+                "logistic": 1 / (1 + np.exp(-wide))}
+        fns = {name: lambda t, p=REGISTRY[name]: p.bind(t) for name in refs}
+        refs["exp(-x*x)"] = np.exp(-(x * x).astype(np.longdouble))
+        fns["exp(-x*x)"] = lambda t: (-(t * t)).exp()
+        for name, ref in refs.items():
+            got = fgrad.jit(fns[name])(Tensor(x)).numpy()
+            assert _ulps(got, ref, dtype) <= 3.0, name
+    text = fgrad.jit(lambda t: t.exp()).lower(Tensor(x)).as_text()
+    assert (vector_calls.MARKER in text) == scalef
+    if scalef:
+        from fgrad.lower.llvm import kernel_cache
+        assembly = kernel_cache.assembly_of(text[text.index("\n", text.index("# LLVM IR")):])
+        assert "vscalefp" in assembly and vector_calls.MARKER not in assembly
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])

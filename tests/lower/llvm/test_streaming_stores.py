@@ -115,10 +115,13 @@ def test_transcendental_values_stream_by_blocks(stream_everything: None) -> None
     the stack and aligned streaming stores copy it out (one vectorized exp, no scalar line
     of them); a row kernel's last phase does not take this path."""
     x = Tensor(RNG.standard_normal(1 << 16).astype(np.float32))
-    (kernel,) = kernels_of(lambda v: (v * 1.5).tanh() * v.sigmoid() + (-v * v).exp(), x)
-    assert streaming.streamed_outputs(kernel) == ()   # three: bound by arithmetic
-    (kernel,) = kernels_of(lambda v: (v * 1.5).tanh() * v.sigmoid() + v * v, x)
-    assert streaming.streams_by_blocks(kernel)
+    (kernel,) = kernels_of(lambda v: (v * 1.5).tanh() * v.sigmoid() + (-v * v).exp()
+                           + (v * 3).exp(), x)
+    assert streaming.streamed_outputs(kernel) == ()   # four: bound by arithmetic
+    for three in (True, False):   # W1's three (since vscalefps) and two
+        (kernel,) = kernels_of(lambda v: (v * 1.5).tanh() * v.sigmoid()
+                               + ((-v * v).exp() if three else v * v), x)
+        assert streaming.streams_by_blocks(kernel)
     text, _ = kernel_cache._kernel_text(kernel)
     assert '"stream_block"' in text and "!nontemporal" in text
     assembly = kernel_cache.assembly_of(text)

@@ -24,8 +24,11 @@ def _program() -> object:
 
 
 def _widest_float_vector(ir_text: str) -> int:
-    """Bits of the widest `<N x float>` vector in an IR text (32 when there is none)."""
-    return 32 * max([int(n) for n in re.findall(r"<(\d+) x float>", ir_text)] or [1])
+    """Bits of the widest `<N x float>` vector in an IR text's code (32 when there is none;
+    declarations, such as those of `vector_calls`' every width, do not count)."""
+    code = "\n".join(line for line in ir_text.splitlines()
+                     if not line.startswith(("declare", "@llvm.compiler.used")))
+    return 32 * max([int(n) for n in re.findall(r"<(\d+) x float>", code)] or [1])
 
 
 def _optimized_for(cpu: str, features: str) -> str:

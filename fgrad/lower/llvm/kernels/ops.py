@@ -207,17 +207,18 @@ def _sign(em: Emitter, a: list[ir.Value], dt: DType, od: DType) -> ir.Value:
 
 def _logistic(em: Emitter, a: list[ir.Value], dt: DType, od: DType) -> ir.Value:
     """1 / (1 + e^-x) for x >= 0, e^x / (1 + e^x) below: no overflow, no cancellation."""
-    numerator, denominator = logistic_parts(em, a[0])
+    numerator, denominator, _ = logistic_parts(em, a[0])
     return em.b.fdiv(numerator, denominator)  # one division: the vector divider is slow
 
 
-def logistic_parts(em: Emitter, x: ir.Value) -> tuple[ir.Value, ir.Value]:
-    """The logistic of x as (numerator in [0, 1], denominator in [1, 2]) (`_logistic`)."""
+def logistic_parts(em: Emitter, x: ir.Value) -> tuple[ir.Value, ir.Value, ir.Value]:
+    """The logistic of x as (numerator in [0, 1], denominator 1 + e in [1, 2], e)
+    (`_logistic`); e = exp(-|x|)."""
     b = em.b
     e = llvm_math.exp_nonpositive(em, b.fneg(em.intrinsic("llvm.fabs", [x])))
     one = ir.Constant(x.type, 1.0)
     numerator = b.select(b.fcmp_ordered(">=", x, _zero(em, x)), one, e)
-    return numerator, b.fadd(one, e)
+    return numerator, b.fadd(one, e), e
 
 
 def _rsqrt(em: Emitter, a: list[ir.Value], dt: DType, od: DType) -> ir.Value:

@@ -6,9 +6,10 @@ float32/float64 tanh or logistic (as numerator / denominator) or a product of tw
 (n1 * n2) / (d1 * d2): one vector division instead of two, the slowest instruction of such
 a loop (3 uops and ~10 cycles of the divider per 16 lanes). Both denominators lie in [1, 2],
 so their product cannot overflow, and the numerators' product is within a factor 4 of the
-result (it underflows only where the result is subnormal). The parts are kept beside the
-renderer's values (keys -2 id and -2 id - 1, scoped with them), so a value that is also used
-alone costs one more division, not a second exp.
+result (it underflows only where the result is subnormal); a logistic's denominator 1 + e
+enters the product as one FMA, d1 * e + d1. The parts are kept beside the renderer's values
+(keys -3 id and the two below, scoped with them), so a value that is also used alone costs
+one more division, not a second exp.
 """
 from __future__ import annotations
 
@@ -29,15 +30,20 @@ def _is_quotient(e: Expr, dtype: Any) -> bool:
     return isinstance(e, Op) and e.op in QUOTIENT_OPS and e.dtype == dtype
 
 
-def parts(renderer: Any, e: Op) -> tuple[ir.Value, ir.Value]:
-    """(numerator, denominator) of tanh or logistic expression `e`, computed once per
-    scope of `renderer` (render.py's `_Renderer`: `values`, `value`, `em`)."""
-    key = -2 * id(e)
+def parts(renderer: Any, e: Op) -> tuple[ir.Value, ir.Value, ir.Value | None]:
+    """(numerator, denominator, e^-|x| for a logistic or None) of tanh or logistic
+    expression `e`, computed once per scope of `renderer` (render.py's `_Renderer`:
+    `values`, `value`, `em`)."""
+    key = -3 * id(e)
     if key not in renderer.values:
         x = renderer.value(e.args[0])
-        split = vmath.tanh_parts if e.op == "tanh" else logistic_parts
-        renderer.values[key], renderer.values[key - 1] = split(renderer.em, x)
-    return renderer.values[key], renderer.values[key - 1]
+        if e.op == "tanh":
+            found: tuple[Any, ...] = (*vmath.tanh_parts(renderer.em, x), None)
+        else:
+            found = logistic_parts(renderer.em, x)
+        for i, value in enumerate(found):
+            renderer.values[key - i] = value
+    return renderer.values[key], renderer.values[key - 1], renderer.values[key - 2]
 
 
 def quotient_value(renderer: Any, e: Op) -> ir.Value | None:
@@ -47,10 +53,14 @@ def quotient_value(renderer: Any, e: Op) -> ir.Value | None:
         return None
     b = renderer.b
     if e.op in QUOTIENT_OPS:
-        numerator, denominator = parts(renderer, e)
+        numerator, denominator, _ = parts(renderer, e)
         return b.fdiv(numerator, denominator)
     factors = [a for a in e.args if isinstance(a, Op) and _is_quotient(a, e.dtype)]
     if e.op == "mul" and len(factors) == 2:
-        (n1, d1), (n2, d2) = (parts(renderer, a) for a in factors)
-        return b.fdiv(b.fmul(n1, n2), b.fmul(d1, d2))
+        (n1, d1, _), (n2, d2, e2) = sorted((parts(renderer, a) for a in factors),
+                                           key=lambda p: p[2] is not None)
+        # a logistic's 1 + e times d1 is one FMA, d1 * e + d1, rounded once
+        denominator = (b.fmul(d1, d2) if e2 is None
+                       else renderer.em.intrinsic("llvm.fmuladd", [d1, e2, d1]))
+        return b.fdiv(b.fmul(n1, n2), denominator)
     return None

@@ -28,6 +28,8 @@ from typing import Any
 
 from llvmlite import ir
 
+from fgrad.lower.llvm.kernels import vector_calls
+
 
 @dataclass(frozen=True)
 class _Format:
@@ -84,33 +86,22 @@ def _pow2(em: Any, k: ir.Value, like: ir.Value, offset: int = 0) -> ir.Value:
     return b.bitcast(b.shl(biased, ir.Constant(f.int_type, f.mantissa_bits)), like.type)
 
 
-def _ldexp(em: Any, y: ir.Value, n: ir.Value) -> ir.Value | None:
-    """y * 2^n rounded once (`llvm.ldexp`: AVX-512's `vscalefps`, two instructions where
-    the integer steps of `_scale` take four to eight), or None where the vector width has no
-    such instruction (LLVM expands ldexp there)."""
-    from fgrad.lower.llvm import target
-    if target.vector_bits() != 512:
-        return None
-    i32 = ir.IntType(32)
-    k = n if n.type == i32 else em.b.trunc(n, i32)
-    fn = em.function(f"llvm.ldexp.{'f64' if isinstance(y.type, ir.DoubleType) else 'f32'}.i32",
-                     y.type, [y.type, i32])
-    return em.b.call(fn, [y, k])
-
-
-def _scale(em: Any, y: ir.Value, n: ir.Value) -> ir.Value:
-    """y * 2^n in two exact steps, so denormal and overflowing results round once (one
-    `_ldexp` where the CPU has it: the same bits)."""
-    scaled = _ldexp(em, y, n)
-    if scaled is not None:
-        return scaled
+def _scale(em: Any, y: ir.Value, n: ir.Value, n_f: ir.Value) -> ir.Value:
+    """y * 2^n (n as an int and as a float) rounded once, so denormal and overflowing
+    results round correctly: one `vscalefps` where the CPU has it (`vector_calls`), else
+    two exact steps."""
+    if vector_calls.available():
+        return vector_calls.scalef(em, y, n_f)
     b = em.b
     half = b.ashr(n, ir.Constant(n.type, 1))
     return b.fmul(b.fmul(y, _pow2(em, half, y)), _pow2(em, b.sub(n, half), y))
 
 
-def _reduce(em: Any, x: ir.Value) -> tuple[ir.Value, ir.Value, ir.Value]:
-    """(n as int, n as float, e^r - 1) with x = n*ln2 + r for an already clamped x.
+def _split(em: Any, x: ir.Value, scale: float = 1.0
+           ) -> tuple[ir.Value, ir.Value, ir.Value]:
+    """(n as int, n as float, r) with scale*x = n*ln2 + scale*r, |scale*r| <= ln2/2, for a
+    clamped x and a power of two `scale` (all scalings exact: the same bits as reducing
+    scale*x, one multiply fewer).
 
     n comes from adding 1.5 * 2^mantissa_bits to x*log2(e): the sum's rounding leaves n in
     its low bits (t = shifter + n exactly, |n| < 2^22), so n = bits(t) - bits(shifter) and
@@ -120,16 +111,42 @@ def _reduce(em: Any, x: ir.Value) -> tuple[ir.Value, ir.Value, ir.Value]:
     b = em.b
     shift = 1.5 * 2.0 ** f.mantissa_bits
     shifter = _c(x, shift)
-    t = _muladd(em, x, _c(x, LOG2E), shifter)
+    t = _muladd(em, x, _c(x, scale * LOG2E), shifter)
     n_f = b.fsub(t, shifter)
     n = b.sub(b.bitcast(t, f.int_type), ir.Constant(f.int_type, _bits(shift, f)))
-    r = _muladd(em, n_f, _c(x, -f.ln2_hi), x)
-    r = _muladd(em, n_f, _c(x, -f.ln2_lo), r)
-    p = _c(x, f.poly[0])
-    for coeff in f.poly[1:]:
-        p = _muladd(em, p, r, _c(x, coeff))
-    em1 = _muladd(em, b.fmul(r, r), p, r)
-    return n, n_f, em1
+    r = _muladd(em, n_f, _c(x, -f.ln2_hi / scale), x)
+    return n, n_f, _muladd(em, n_f, _c(x, -f.ln2_lo / scale), r)
+
+
+def _poly(em: Any, r: ir.Value, scale: float = 1.0) -> ir.Value:
+    """scale * P(scale * r) with e^r - 1 = r + r^2 P(r) (the format's `poly`), its
+    coefficients scaled by powers of `scale` (the same bits as P's Horner steps, scaled)."""
+    coefficients = _fmt(r).poly
+    degree = len(coefficients) - 1
+    p = _c(r, coefficients[0] * scale ** (degree + 1))
+    for k, coeff in zip(range(degree - 1, -1, -1), coefficients[1:]):
+        p = _muladd(em, p, r, _c(r, coeff * scale ** (k + 1)))
+    return p
+
+
+def _reduce(em: Any, x: ir.Value) -> tuple[ir.Value, ir.Value, ir.Value]:
+    """(n as int, n as float, e^r - 1) with x = n*ln2 + r (`_split`)."""
+    n, n_f, r = _split(em, x)
+    return n, n_f, _muladd(em, em.b.fmul(r, r), _poly(em, r), r)
+
+
+def _exp_scaled(em: Any, x: ir.Value) -> ir.Value:
+    """e^x = 2^n * (1 + r (1 + r P(r))) for x <= exp_hi (or NaN), scaled by one
+    `vscalefps` (`vector_calls.available()` only). Below exp_lo (e^x rounds to +0, and so
+    from any finite or infinite x) the result is selected +0, a select the scale takes as
+    its zero mask: a `vscalefps` that underflows to zero is an x86 microcode assist (2^24
+    lanes: 33 ms instead of 2.7)."""
+    f = _fmt(x)
+    _, n_f, r = _split(em, x)
+    one = _c(x, 1.0)
+    p = _muladd(em, r, _muladd(em, r, _poly(em, r), one), one)
+    under = em.b.fcmp_ordered("<", x, _c(x, f.exp_lo))
+    return em.b.select(under, _c(x, 0.0), vector_calls.scalef(em, p, n_f))
 
 
 def _bits(value: float, f: _Format) -> int:
@@ -148,13 +165,16 @@ def _muladd(em: Any, a: ir.Value, b: ir.Value, c: ir.Value) -> ir.Value:
 def exp(em: Any, x: ir.Value) -> ir.Value:
     """e ** x."""
     f = _fmt(x)
+    if vector_calls.available():
+        high = _c(x, f.exp_hi)
+        return _exp_scaled(em, em.b.select(em.b.fcmp_ordered(">", x, high), high, x))
     b = em.b
     under = b.fcmp_ordered("<", x, _c(x, f.exp_lo))
     high = b.select(b.fcmp_ordered(">", x, _c(x, f.exp_hi)), _c(x, f.exp_hi), x)
     # lanes below exp_lo (e^x rounds to +0) are computed from x = 0 and set to +0, so no
     # product underflows (see exp_nonpositive)
-    n, _, em1 = _reduce(em, b.select(under, _c(x, 0.0), high))
-    result = _scale(em, b.fadd(em1, _c(x, 1.0)), n)
+    n, n_f, em1 = _reduce(em, b.select(under, _c(x, 0.0), high))
+    result = _scale(em, b.fadd(em1, _c(x, 1.0)), n, n_f)
     return b.select(under, _c(result, 0.0), result)
 
 
@@ -162,12 +182,12 @@ def expm1(em: Any, x: ir.Value) -> ir.Value:
     """e ** x - 1, accurate for small x: 2^n * (em1 + 1 - 2^-n)."""
     f = _fmt(x)
     b = em.b
-    n, _, em1 = _reduce(em, _clamp(em, x, f.expm1_lo, f.exp_hi))
+    n, n_f, em1 = _reduce(em, _clamp(em, x, f.expm1_lo, f.exp_hi))
     minus_n = b.sub(ir.Constant(n.type, 0), n)
     floor = ir.Constant(n.type, -f.mantissa_bits - 8)  # 1 - 2^-n rounds to 1 beyond this
     minus_n = b.select(b.icmp_signed("<", minus_n, floor), floor, minus_n)
     shift = b.fsub(_c(x, 1.0), _pow2(em, minus_n, x))
-    out = _scale(em, b.fadd(em1, shift), n)
+    out = _scale(em, b.fadd(em1, shift), n, n_f)
     return b.select(b.fcmp_ordered("==", x, _c(x, 0.0)), x, out)  # keeps -0.0
 
 
@@ -178,6 +198,8 @@ def exp_nonpositive(em: Any, x: ir.Value) -> ir.Value:
     once, as the two-step scale of `exp` does."""
     f = _fmt(x)
     b = em.b
+    if vector_calls.available():
+        return _exp_scaled(em, x)
     offset = SCALE_OFFSET[f.int_type.width]
     # below exp_lo (e^x rounds to +0) x becomes the point whose 2^(n + offset) has a zero
     # exponent field: the scale is +0 and so is the result, with no product that underflows
@@ -193,9 +215,22 @@ def exp_nonpositive(em: Any, x: ir.Value) -> ir.Value:
 def _expm1_above(em: Any, x: ir.Value) -> ir.Value:
     """e ** x - 1 for x in [-2 * TANH_ONE, 0] (or NaN): 2^n is normal there, so the result
     is one FMA, 2^n * (e^r - 1) + (2^n - 1), exact at 0 (n = 0)."""
-    n, _, em1 = _reduce(em, x)
+    n, n_f, em1 = _reduce(em, x)
     scale = _pow2(em, n, x)
     return _muladd(em, scale, em1, em.b.fsub(scale, _c(x, 1.0)))
+
+
+def _expm1_minus_twice(em: Any, a: ir.Value) -> ir.Value:
+    """e ** (-2a) - 1 for a in [0, TANH_ONE] (or NaN): `_expm1_above(-2a)`'s bits with
+    `vscalefps` and no multiply by -2 (`_split`'s scale; with r = -2 rho, em1 = -2 h for
+    h = rho + rho^2 (-2 P(r)), and 2^n * em1 = (-2 * 2^n) h)."""
+    if not vector_calls.available():
+        return _expm1_above(em, em.b.fmul(a, _c(a, -2.0)))
+    _, n_f, rho = _split(em, a, -2.0)
+    h = _muladd(em, em.b.fmul(rho, rho), _poly(em, rho, -2.0), rho)
+    minus_twice = vector_calls.scalef(em, _c(a, -2.0), n_f)
+    scale_less_one = _muladd(em, minus_twice, _c(a, -0.5), _c(a, -1.0))
+    return _muladd(em, minus_twice, h, scale_less_one)
 
 
 def tanh(em: Any, x: ir.Value) -> ir.Value:
@@ -212,7 +247,7 @@ def tanh_parts(em: Any, x: ir.Value) -> tuple[ir.Value, ir.Value]:
     one = _c(x, TANH_ONE[_fmt(x).int_type.width])
     a = em.intrinsic("llvm.fabs", [x])
     a = b.select(b.fcmp_ordered(">", a, one), one, a)   # a NaN stays a NaN
-    t = _expm1_above(em, b.fmul(a, _c(x, -2.0)))
+    t = _expm1_minus_twice(em, a)
     return em.intrinsic("llvm.copysign", [b.fneg(t), x]), b.fadd(t, _c(x, 2.0))
 
 
