@@ -543,7 +543,7 @@ def test_float32_pow_matches_c_and_stays_within_1_ulp() -> None:
 
 
 def test_float32_atan2_matches_c_and_stays_within_1_ulp() -> None:
-    """vmath.atan2 (in double): every pair of special values (signed zeros, infinities,
+    """trig.atan2 (in double): every pair of special values (signed zeros, infinities,
     NaN, denormals, the largest floats) as NumPy's float32 arctan2 (C99), random pairs over
     40 orders of magnitude within 1 ulp of long double, atan through it, vectorized."""
     specials = np.array([0.0, -0.0, 1.0, -1.0, 2.0, -2.0, np.inf, -np.inf, np.nan, 1e-45,

@@ -18,6 +18,7 @@ from llvmlite import ir
 from fgrad.core.dtypes import DType, dtypes
 from fgrad.lower.kernel.build import identity
 from fgrad.lower.kernel.ir import AccInit
+from fgrad.lower.llvm.kernels import trig
 from fgrad.lower.llvm.kernels import vmath as llvm_math
 from fgrad.lower.llvm.kernels.remainders import fmod_float
 
@@ -157,16 +158,16 @@ def _intrinsic(name: str) -> Rule:
 
 
 def _sin_cos(cosine: bool) -> Rule:
-    """float32 sin / cos as vectorizable IR (vmath.sin_cos); double: LLVM's intrinsic."""
+    """float32 sin / cos as vectorizable IR (trig.sin_cos); double: LLVM's intrinsic."""
     def rule(em: Emitter, a: list[ir.Value], dt: DType, od: DType) -> ir.Value:
-        return llvm_math.sin_cos(em, a[0], cosine) or \
+        return trig.sin_cos(em, a[0], cosine) or \
             em.intrinsic("llvm.cos" if cosine else "llvm.sin", a)
     return rule
 
 
 def _atan2(em: Emitter, a: list[ir.Value], dt: DType, od: DType) -> ir.Value:
-    """float32 atan2 as vectorizable IR (vmath.atan2); double: the C library's."""
-    return llvm_math.atan2(em, a[0], a[1]) or em.libm("atan2", a)
+    """float32 atan2 as vectorizable IR (trig.atan2); double: the C library's."""
+    return trig.atan2(em, a[0], a[1]) or em.libm("atan2", a)
 
 
 def _libm(name: str) -> Rule:
@@ -211,11 +212,12 @@ def _logistic(em: Emitter, a: list[ir.Value], dt: DType, od: DType) -> ir.Value:
     return em.b.fdiv(numerator, denominator)  # one division: the vector divider is slow
 
 
-def logistic_parts(em: Emitter, x: ir.Value) -> tuple[ir.Value, ir.Value, ir.Value]:
+def logistic_parts(em: Emitter, x: ir.Value, table: bool = False
+                   ) -> tuple[ir.Value, ir.Value, ir.Value]:
     """The logistic of x as (numerator in [0, 1], denominator 1 + e in [1, 2], e)
-    (`_logistic`); e = exp(-|x|)."""
+    (`_logistic`); e = exp(-|x|), by `exp_nonpositive`'s table where `table`."""
     b = em.b
-    e = llvm_math.exp_nonpositive(em, b.fneg(em.intrinsic("llvm.fabs", [x])))
+    e = llvm_math.exp_nonpositive(em, b.fneg(em.intrinsic("llvm.fabs", [x])), table)
     one = ir.Constant(x.type, 1.0)
     numerator = b.select(b.fcmp_ordered(">=", x, _zero(em, x)), one, e)
     return numerator, b.fadd(one, e), e
@@ -448,7 +450,7 @@ OPS: dict[str, Rule] = {
     "tanh": lambda em, a, dt, od: llvm_math.tanh(em, a[0]), "logistic": _logistic,
     "log": lambda em, a, dt, od: llvm_math.log(em, a[0]), "sin": _sin_cos(False),
     "cos": _sin_cos(True),
-    "tan": lambda em, a, dt, od: llvm_math.tan(em, a[0]) or em.libm("tan", a),
+    "tan": lambda em, a, dt, od: trig.tan(em, a[0]) or em.libm("tan", a),
     "log1p": lambda em, a, dt, od: llvm_math.log1p(em, a[0]),
     "erf": lambda em, a, dt, od: llvm_math.erf(em, a[0]) or em.libm("erf", a),
     "sqrt": _intrinsic("llvm.sqrt"), "rsqrt": _rsqrt, "abs": _abs,

@@ -1,18 +1,22 @@
-"""AVX-512 instructions the loop vectorizer can reach from scalar IR: `vscalefps/pd`.
+"""AVX-512 instructions the loop vectorizer can reach from scalar IR: `vscalefps/pd`, and
+`vpermps` as a 16-entry table.
 
 `vscalefps` computes y * 2^floor(n) for a float n, rounded once (denormal and infinite
 results included), in one instruction: exp's scale by 2^n from the float n its range
 reduction already has, where the integer route takes four instructions (shift, add,
-multiply, and a second multiply for denormals). Scalar IR cannot name it (LLVM's `ldexp`
-wants an integer exponent and converts it back to float), and the loop vectorizer widens
-only plain IR and the intrinsics it knows. So a kernel calls a declared scalar function
-whose `vector-function-abi-variant` attribute names its 4/8/16-lane versions: the
-vectorizer calls those instead. `inline_calls`, after LLVM's pipeline, links the library
-that defines them all (`available_externally`: never emitted into the object) and inlines
-them, so a vectorized loop holds one `vscalefps` where the call was.
+multiply, and a second multiply for denormals). `vpermps` looks up 16 lanes in a table
+held in one register, by the low 4 bits of each lane: exp's 2^(j/16), so its polynomial
+can be three steps shorter. Scalar IR cannot name either (LLVM's `ldexp` wants an integer
+exponent and converts it back to float; a table load becomes a gather), and the loop
+vectorizer widens only plain IR and the intrinsics it knows. So a kernel calls a declared
+scalar function whose `vector-function-abi-variant` attribute names its vector versions:
+the vectorizer calls those instead. `inline_calls`, after LLVM's pipeline, links the
+library that defines them all (`available_externally`: never emitted into the object) and
+inlines them, so a vectorized loop holds one instruction where the call was.
 
 In: an Emitter (`ops.Emitter`) and float/double registers; after optimizing, the module.
-Out: the scaled value (`scalef`); the module with the calls inlined (`inline_calls`).
+Out: the value (`scalef`, `exp2_sixteenth`); the module with the calls inlined
+(`inline_calls`).
 """
 from __future__ import annotations
 
@@ -24,24 +28,22 @@ from llvmlite import ir
 from fgrad.lower.llvm import target
 
 MARKER = "fgrad.vc."     # a kernel's text holds this iff it calls a function of this module
-_LANE_BITS = (512, 256, 128)
-_TYPES = {"f32": (ir.FloatType(), "ps", 32, "i16"), "f64": (ir.DoubleType(), "pd", 64, "i8")}
+TABLE = tuple(2.0 ** (j / 16) for j in range(16))
+_F32, _F64 = ir.FloatType(), ir.DoubleType()
+# name: (element type, arguments, lane counts of its vector versions)
+_CALLS = {"scalef.f32": (_F32, 2, (16, 8, 4)), "scalef.f64": (_F64, 2, (8, 4, 2)),
+          "exp2_sixteenth.f32": (_F32, 1, (16, 8))}
 
 
 def available() -> bool:
-    """Whether kernels built now may use `scalef`: AVX-512F (512-bit rendering) on a CPU
-    whose 128/256-bit forms exist too (AVX-512VL: the vectorizer's narrower loops)."""
+    """Whether kernels built now may use this module's calls: AVX-512F with AVX-512VL
+    (the 256/128-bit forms of the vectorizer's narrower loops), building 512-bit loops."""
     flags = set(target.features().split(","))
     return target.vector_bits() == 512 and "+avx512vl" in flags
 
 
-def _scalar_name(suffix: str) -> str:
-    return f"{MARKER}scalef.{suffix}"
-
-
-def _lanes(suffix: str) -> list[int]:
-    width = _TYPES[suffix][2]
-    return [bits // width for bits in _LANE_BITS]
+def _full_name(call: str) -> str:
+    return MARKER + call
 
 
 def _declare_all(module: ir.Module) -> None:
@@ -49,16 +51,16 @@ def _declare_all(module: ir.Module) -> None:
     through LLVM's pipeline (`llvm.compiler.used`) until the vectorizer has used them."""
     i8p = ir.IntType(8).as_pointer()
     used = []
-    for suffix, (ty, _, _, _) in _TYPES.items():
-        scalar = ir.Function(module, ir.FunctionType(ty, [ty, ty]), name=_scalar_name(suffix))
+    for call, (ty, arity, lane_counts) in _CALLS.items():
+        scalar = ir.Function(module, ir.FunctionType(ty, [ty] * arity), name=_full_name(call))
         variants = []
-        for lanes in _lanes(suffix):
+        for lanes in lane_counts:
             vty = ir.VectorType(ty, lanes)
-            name = f"{_scalar_name(suffix)}.v{lanes}"
-            fn = ir.Function(module, ir.FunctionType(vty, [vty, vty]), name=name)
+            name = f"{scalar.name}.v{lanes}"
+            fn = ir.Function(module, ir.FunctionType(vty, [vty] * arity), name=name)
             _pure(fn)
             used.append(fn.bitcast(i8p))
-            variants.append(f"_ZGV_LLVM_N{lanes}vv_{scalar.name}({name})")
+            variants.append(f"_ZGV_LLVM_N{lanes}{'v' * arity}_{scalar.name}({name})")
         _pure(scalar)
         set.add(scalar.attributes, f'"vector-function-abi-variant"="{",".join(variants)}"')
     kept = ir.GlobalVariable(module, ir.ArrayType(i8p, len(used)), "llvm.compiler.used")
@@ -72,45 +74,82 @@ def _pure(fn: ir.Function) -> None:
         set.add(fn.attributes, attribute)
 
 
+def _call(em: Any, call: str, args: list[ir.Value]) -> ir.Value:
+    module = em.module
+    if _full_name(call) not in module.globals:
+        _declare_all(module)
+    return em.b.call(module.globals[_full_name(call)], args)
+
+
 def scalef(em: Any, y: ir.Value, n: ir.Value) -> ir.Value:
     """y * 2^floor(n), rounded once, for float/double registers y and n (see `available`)."""
-    module = em.module
     suffix = "f64" if isinstance(y.type, ir.DoubleType) else "f32"
-    if _scalar_name(suffix) not in module.globals:
-        _declare_all(module)
-    return em.b.call(module.globals[_scalar_name(suffix)], [y, n])
+    return _call(em, f"scalef.{suffix}", [y, n])
+
+
+def exp2_sixteenth(em: Any, t: ir.Value) -> ir.Value:
+    """2^(j/16) rounded to float32, for j the low 4 bits of float32 register t."""
+    return _call(em, "exp2_sixteenth.f32", [t])
+
+
+def _hex(value: float) -> str:
+    """An LLVM float literal of `value` rounded to float32 (LLVM's double-hex spelling)."""
+    return str(ir.Constant(_F32, value)).split(" ", 1)[1]
+
+
+def _scalef_lines(suffix: str) -> list[str]:
+    ty, _, lane_counts = _CALLS[f"scalef.{suffix}"]
+    kind, width, mask = ("ps", 32, "i16") if ty == _F32 else ("pd", 64, "i8")
+    name = _full_name(f"scalef.{suffix}")
+    v = f"<{128 // width} x {ty}>"
+    one = f"llvm.x86.avx512.mask.scalef.s{kind[1]}"
+    lines = [f"declare {v} @{one}({v}, {v}, {v}, i8, i32)",
+             f'define available_externally {ty} @"{name}"({ty} %y, {ty} %n) #0 {{',
+             f"  %vy = insertelement {v} undef, {ty} %y, i32 0",
+             f"  %vn = insertelement {v} undef, {ty} %n, i32 0",
+             f"  %r = call {v} @{one}({v} %vy, {v} %vn, {v} %vy, i8 -1, i32 4)",
+             f"  %s = extractelement {v} %r, i32 0", f"  ret {ty} %s", "}"]
+    for lanes in lane_counts:
+        vty, bits = f"<{lanes} x {ty}>", lanes * width
+        intrinsic = f"llvm.x86.avx512.mask.scalef.{kind}.{bits}"
+        lane_mask, rounding = (mask, ", i32 4") if bits == 512 else ("i8", "")
+        lines += [f"declare {vty} @{intrinsic}({vty}, {vty}, {vty}, {lane_mask}"
+                  f"{', i32' if rounding else ''})",
+                  f'define available_externally {vty} @"{name}.v{lanes}"({vty} %y, {vty} %n)'
+                  " #0 {",
+                  f"  %r = call {vty} @{intrinsic}({vty} %y, {vty} %n, {vty} %y, "
+                  f"{lane_mask} -1{rounding})", f"  ret {vty} %r", "}"]
+    return lines
+
+
+def _table_lines() -> list[str]:
+    name = _full_name("exp2_sixteenth.f32")
+    entries = [f"float {_hex(v)}" for v in TABLE]
+    whole = "<16 x float> <" + ", ".join(entries) + ">"
+    low, high = ("<8 x float> <" + ", ".join(part) + ">" for part in (entries[:8], entries[8:]))
+    return [
+        "declare <16 x float> @llvm.x86.avx512.permvar.sf.512(<16 x float>, <16 x i32>)",
+        "declare <8 x float> @llvm.x86.avx512.vpermi2var.ps.256(<8 x float>, <8 x i32>, "
+        "<8 x float>)",
+        f'define available_externally float @"{name}"(float %t) #0 {{',
+        "  %bits = bitcast float %t to i32", "  %j = and i32 %bits, 15",
+        f"  %v = extractelement {whole}, i32 %j", "  ret float %v", "}",
+        f'define available_externally <16 x float> @"{name}.v16"(<16 x float> %t) #0 {{',
+        "  %j = bitcast <16 x float> %t to <16 x i32>",
+        f"  %v = call <16 x float> @llvm.x86.avx512.permvar.sf.512({whole}, <16 x i32> %j)",
+        "  ret <16 x float> %v", "}",
+        f'define available_externally <8 x float> @"{name}.v8"(<8 x float> %t) #0 {{',
+        "  %j = bitcast <8 x float> %t to <8 x i32>",
+        f"  %v = call <8 x float> @llvm.x86.avx512.vpermi2var.ps.256({low}, <8 x i32> %j, "
+        f"{high})", "  ret <8 x float> %v", "}"]
 
 
 def _library_text() -> str:
-    """The definitions: each vector version one AVX-512 intrinsic, the scalar one its
-    lowest-lane (`ss`/`sd`) form."""
-    lines = [f'target triple = "{target.triple_and_layout()[0]}"']
-    for suffix, (ty, kind, width, mask) in _TYPES.items():
-        name = _scalar_name(suffix)
-        v4 = f"<{128 // width} x {ty}>"
-        one = f"llvm.x86.avx512.mask.scalef.s{kind[1]}"
-        lines += [
-            f"declare {v4} @{one}({v4}, {v4}, {v4}, i8, i32)",
-            f'define available_externally {ty} @"{name}"({ty} %y, {ty} %n) #0 {{',
-            f"  %vy = insertelement {v4} undef, {ty} %y, i32 0",
-            f"  %vn = insertelement {v4} undef, {ty} %n, i32 0",
-            f"  %r = call {v4} @{one}({v4} %vy, {v4} %vn, {v4} %vy, i8 -1, i32 4)",
-            f"  %s = extractelement {v4} %r, i32 0",
-            f"  ret {ty} %s", "}"]
-        for lanes in _lanes(suffix):
-            vty = f"<{lanes} x {ty}>"
-            bits = lanes * width
-            intrinsic = f"llvm.x86.avx512.mask.scalef.{kind}.{bits}"
-            lane_mask = mask if bits == 512 else "i8"
-            rounding = ", i32 4" if bits == 512 else ""
-            lines += [
-                f"declare {vty} @{intrinsic}({vty}, {vty}, {vty}, {lane_mask}"
-                f"{', i32' if bits == 512 else ''})",
-                f'define available_externally {vty} @"{name}.v{lanes}"({vty} %y, {vty} %n) #0 {{',
-                f"  %r = call {vty} @{intrinsic}({vty} %y, {vty} %n, {vty} %y, {lane_mask} -1"
-                f"{rounding})",
-                f"  ret {vty} %r", "}"]
-    lines.append("attributes #0 = { alwaysinline nounwind memory(none) willreturn }")
+    """The definitions: each vector version one AVX-512 instruction, the scalar ones the
+    lowest-lane (`ss`/`sd`) form or a constant vector's element."""
+    lines = [f'target triple = "{target.triple_and_layout()[0]}"',
+             *_scalef_lines("f32"), *_scalef_lines("f64"), *_table_lines(),
+             "attributes #0 = { alwaysinline nounwind memory(none) willreturn }"]
     return "\n".join(lines) + "\n"
 
 
