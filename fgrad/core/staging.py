@@ -20,6 +20,11 @@ from fgrad.core.traceback_util import annotate_tracing_error
 
 _PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
+# primitive name -> called with each equation of it as it is staged: a backend starts work
+# it will need while the rest of the function is still traced (lower/llvm/runtime.py
+# compiles its GEMM routines from the first staged matmul on); a hook must not raise
+STAGED_HOOKS: dict[str, Callable[[Eqn], None]] = {}
+
 
 _IN_PACKAGE: dict[str, bool] = {}   # a code object's file name -> inside fgrad
 
@@ -114,7 +119,11 @@ class StagingTrace(Trace):
         origin = next((x.origin for x in args if isinstance(x, StagingTracer)
                        and x._trace is self and x.origin), None)
         outs = [StagingTracer(self, aval, origin) for aval in out_avals]
-        self.eqns.append(Eqn(prim, atoms, dict(params), [o._var for o in outs], user_source()))
+        eqn = Eqn(prim, atoms, dict(params), [o._var for o in outs], user_source())
+        self.eqns.append(eqn)
+        hook = STAGED_HOOKS.get(prim.name)
+        if hook is not None:
+            hook(eqn)
         return outs
 
     def build(self, in_tracers: Sequence[StagingTracer], outs: Sequence[Any]

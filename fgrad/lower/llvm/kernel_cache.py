@@ -112,7 +112,11 @@ def _kernel_text(kernel: Kernel) -> tuple[str, ir.FunctionType]:
     its parameters by position, so kernels alike in all but names print the same text:
     same_code.py)."""
     module = ir.Module(name="fgrad_kernel")
-    fn = render_kernel(module, kernel)
+    if _speed_level(kernel) in (LIGHT, SHORT):   # never vectorized: no vector calls
+        with vector_calls.scalar_code():
+            fn = render_kernel(module, kernel)
+    else:
+        fn = render_kernel(module, kernel)
     fn.linkage = ""
     module.triple, module.data_layout = llvm_target.triple_and_layout()
     for defined in (f for f in module.functions if not f.is_declaration):
@@ -306,14 +310,20 @@ def _widest_item(kernel: Kernel) -> int:
     return max((p.dtype.itemsize for p in kernel.params), default=4)
 
 
+def _speed_level(kernel: Kernel) -> int | None:
+    """LIGHT for a kernel of little work, SHORT for one whose innermost loops are all
+    shorter than two vectors (module docstring), else None: KERNEL_SPEED_LEVEL."""
+    work = kernel_work(kernel.body)
+    short = work <= SHORT_LOOP_WORK and max(_innermost_extents(kernel.body)) < 2 * max(
+        1, llvm_target.vector_bits() // (8 * _widest_item(kernel)))
+    return LIGHT if work <= LIGHT_WORK else SHORT if short else None
+
+
 def _kernel_key(kernel: Kernel, key_of: Callable[[str], str]) -> tuple[str, int | None]:
     """A kernel's cache key and speed level. The key hashes the kernel IR itself (with
     the lowering's source, the split and the level), so a kernel found in a cache is not
     even rendered to LLVM IR; without the source files, it hashes the LLVM text."""
-    work = kernel_work(kernel.body)
-    short = work <= SHORT_LOOP_WORK and max(_innermost_extents(kernel.body)) < 2 * max(
-        1, llvm_target.vector_bits() // (8 * _widest_item(kernel)))
-    level = LIGHT if work <= LIGHT_WORK else SHORT if short else None
+    level = _speed_level(kernel)
     source = _lowering_source()
     if source is None:
         text, _ = _kernel_text(kernel)

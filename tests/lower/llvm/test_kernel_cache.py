@@ -205,6 +205,7 @@ def test_prefetched_routines_are_compiled_once(tmp_path: Any, monkeypatch: Any):
     real_prefetch = kernel_cache.prefetch
     monkeypatch.setattr(kernel_cache, "prefetch", lambda texts, *a: prefetched.append(
         len(texts)) or real_prefetch(texts, *a))
+    monkeypatch.setattr(llvm_runtime, "_STAGED_PREFETCHED", {"float32"})   # the staging hook's
     x = RNG.standard_normal((37, 29)).astype(np.float32)
     w = RNG.standard_normal((29, 11)).astype(np.float32)
     with fgrad.config.override(gemm="native"):
@@ -214,6 +215,35 @@ def test_prefetched_routines_are_compiled_once(tmp_path: Any, monkeypatch: Any):
     assert len(built) == len(set(built))                       # nothing compiled twice
     assert sum(bool(re.search(r'define void @"fgrad_gemm\d+_f32_\w+_micro"', text))
                for text in built) == 1
+
+
+def test_a_staged_matmul_starts_the_gemm_routines_while_tracing(tmp_path: Any,
+                                                               monkeypatch: Any):
+    """The llvm backend's staging hook: the first float32 matmul a trace stages hands
+    every shared GEMM routine to the compile thread at once (before the trace ends, so
+    before any planning); later ones, and a trace under another default backend, hand
+    none; the program then compiles each routine once and computes the product."""
+    monkeypatch.setenv("FGRAD_CACHE_DIR", str(tmp_path))
+    kernel_cache.clear_memory()
+    monkeypatch.setattr(llvm_runtime, "_STAGED_PREFETCHED", set())
+    handed: list[str] = []
+    real_prefetch = kernel_cache.prefetch
+    monkeypatch.setattr(kernel_cache, "prefetch", lambda units, *a: handed.extend(
+        t for t, _ in units) or real_prefetch(units, *a))
+    x = Tensor(RNG.standard_normal((37, 29)).astype(np.float32))
+    w = Tensor(RNG.standard_normal((29, 11)).astype(np.float32))
+    with fgrad.config.override(backend="numpy"):
+        fgrad.make_jaxpr(lambda a, b: a @ b)(x, w)
+    assert handed == []
+    with fgrad.config.override(gemm="native"):
+        fgrad.make_jaxpr(lambda a, b: (a @ b) @ b.T)(x, w)
+        assert len(handed) == len(routine_texts("float32"))
+        assert any(re.search(r'define void @"fgrad_gemm\d+_f32_\w+_micro"', t) for t in handed)
+        handed.clear()
+        fgrad.make_jaxpr(lambda a, b: a @ b)(x, w)
+        assert handed == []
+        got = fgrad.jit(lambda a, b: a @ b, backend="llvm")(x, w)
+    np.testing.assert_allclose(got.numpy(), x.numpy() @ w.numpy(), rtol=1e-5, atol=1e-6)
 
 
 def test_kernels_that_differ_only_in_shapes_and_names_compile_once():
