@@ -324,6 +324,16 @@ def _keyed_fields(cls: type) -> tuple[str, ...] | None:
     return _FIELDS[cls]
 
 
+def innermost_extents(stmts: Sequence[Stmt]) -> list[int]:
+    """The extent of every innermost loop under `stmts` (0 for statements outside loops)."""
+    found = [0]
+    for s in stmts:
+        if isinstance(s, Loop):
+            inner = [t for t in s.body if isinstance(t, Loop)]
+            found += innermost_extents(s.body) if inner else [s.sym.extent]
+    return found
+
+
 def kernel_fingerprint(kernel: Kernel) -> str:
     """Every field of the kernel but the names (its own and its parameters') and its
     parameters' shapes, serialized (a node shared in the expression DAG once, then by

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import collections
 import concurrent.futures
+import contextlib
 import functools
 import hashlib
 import os
@@ -48,7 +49,7 @@ from llvmlite import ir
 
 from fgrad import flags
 from fgrad.core.ir import Eqn
-from fgrad.lower.kernel.ir import Kernel, Loop, Stmt, kernel_fingerprint
+from fgrad.lower.kernel.ir import Kernel, innermost_extents, kernel_fingerprint
 from fgrad.lower.kernel.streaming import streamed_outputs
 from fgrad.lower.llvm import disk_cache, same_code
 from fgrad.lower.llvm.disk_cache import signatures
@@ -58,6 +59,7 @@ from fgrad.lower.llvm.lapack import register_library_symbols
 from fgrad.lower.llvm.blas import render_library_call
 from fgrad.lower.llvm.kernels.render import kernel_function_type, render_kernel
 from fgrad.lower.llvm.kernels import vector_calls
+from fgrad.lower.llvm.gemm.prerendered import shipped_object
 from fgrad.lower.llvm.threads import kernel_work, split_extent
 
 FOLDER = "llvm_kernels"
@@ -112,10 +114,8 @@ def _kernel_text(kernel: Kernel) -> tuple[str, ir.FunctionType]:
     its parameters by position, so kernels alike in all but names print the same text:
     same_code.py)."""
     module = ir.Module(name="fgrad_kernel")
-    if _speed_level(kernel) in (LIGHT, SHORT):   # never vectorized: no vector calls
-        with vector_calls.scalar_code():
-            fn = render_kernel(module, kernel)
-    else:
+    scalar = _speed_level(kernel) in (LIGHT, SHORT)   # never vectorized: no vector calls
+    with vector_calls.scalar_code() if scalar else contextlib.nullcontext():
         fn = render_kernel(module, kernel)
     fn.linkage = ""
     module.triple, module.data_layout = llvm_target.triple_and_layout()
@@ -138,8 +138,21 @@ def _machine(codegen_level: int) -> llvm.TargetMachine:
 
 def _object_code(text: str, speed_level: int | None = None) -> bytes:
     """Optimize and compile one kernel module to object code (safe on any thread); the
-    optimization level is `KERNEL_SPEED_LEVEL` unless `speed_level` (or `LIGHT`) is given."""
-    module, machine = _optimized(text, speed_level)
+    optimization level is `KERNEL_SPEED_LEVEL` unless `speed_level` (or `LIGHT`) is given.
+    A shared GEMM routine the package ships compiled for this CPU's ISA level is taken
+    from there (gemm/prerendered.py `shipped_object`)."""
+    shipped = shipped_object(text, speed_level)
+    if shipped is not None:
+        stats["shipped"] += 1
+        return shipped
+    return object_code_for(text, speed_level)
+
+
+def object_code_for(text: str, speed_level: int | None,
+                    machine: llvm.TargetMachine | None = None) -> bytes:
+    """`text` compiled at `speed_level` for `machine` (default: this thread's for the
+    host; gemm/prerendered.py builds the shipped routines of an ISA level with another)."""
+    module, machine = _optimized(text, speed_level, machine)
     return llvm_target.emit_object(module, machine)
 
 
@@ -150,14 +163,22 @@ def assembly_of(text: str, speed_level: int | None = None) -> str:
     return str(machine.emit_assembly(module))
 
 
-def _optimized(text: str, speed_level: int | None) -> tuple[llvm.ModuleRef, llvm.TargetMachine]:
+def codegen_level(speed_level: int | None) -> int:
+    """The code generation level (0-3) a module compiled at `speed_level` gets."""
+    if speed_level is None:
+        speed_level = KERNEL_SPEED_LEVEL
+    return 2 if speed_level == SHORT else 0 if speed_level in (LIGHT, GLUE) else 3
+
+
+def _optimized(text: str, speed_level: int | None, machine: llvm.TargetMachine | None = None
+               ) -> tuple[llvm.ModuleRef, llvm.TargetMachine]:
     context = llvm.create_context()
     module = llvm.parse_assembly(text, context=context)
     module.verify()
     if speed_level is None:
         speed_level = KERNEL_SPEED_LEVEL
     light = speed_level in (LIGHT, GLUE, SHORT)
-    machine = _machine(2 if speed_level == SHORT else 0 if light else 3)
+    machine = machine or _machine(codegen_level(speed_level))
     tuning = llvm.create_pipeline_tuning_options(
         speed_level=0 if speed_level in (GLUE, SCHEDULED) else 1
         if speed_level in (LIGHT, BY_HAND, SHORT) else speed_level)
@@ -296,26 +317,13 @@ def _lowering_source() -> str | None:
     return digest.hexdigest() if len(files) > 1 else None
 
 
-def _innermost_extents(stmts: Sequence[Stmt]) -> list[int]:
-    """The extent of every innermost loop under `stmts` (0 for statements outside loops)."""
-    found = [0]
-    for s in stmts:
-        if isinstance(s, Loop):
-            inner = [t for t in s.body if isinstance(t, Loop)]
-            found += _innermost_extents(s.body) if inner else [s.sym.extent]
-    return found
-
-
-def _widest_item(kernel: Kernel) -> int:
-    return max((p.dtype.itemsize for p in kernel.params), default=4)
-
-
 def _speed_level(kernel: Kernel) -> int | None:
     """LIGHT for a kernel of little work, SHORT for one whose innermost loops are all
     shorter than two vectors (module docstring), else None: KERNEL_SPEED_LEVEL."""
     work = kernel_work(kernel.body)
-    short = work <= SHORT_LOOP_WORK and max(_innermost_extents(kernel.body)) < 2 * max(
-        1, llvm_target.vector_bits() // (8 * _widest_item(kernel)))
+    widest = max((p.dtype.itemsize for p in kernel.params), default=4)
+    short = work <= SHORT_LOOP_WORK and max(innermost_extents(kernel.body)) < 2 * max(
+        1, llvm_target.vector_bits() // (8 * widest))
     return LIGHT if work <= LIGHT_WORK else SHORT if short else None
 
 

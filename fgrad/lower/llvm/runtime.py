@@ -419,7 +419,7 @@ def _prefetch_routines(jaxpr: Jaxpr) -> None:
     conv = any(e.primitive.name == "conv_patches" for e in jaxpr.eqns)
     for name in routine_dtypes(dots):
         for part in routine_parts(conv):
-            kernel_cache.prefetch([_routine_unit(part, routine_text(name, part))], cache_key)
+            kernel_cache.prefetch([routine_unit(part, routine_text(name, part))], cache_key)
 
 
 _STAGED_PREFETCHED: set[str] = set()
@@ -440,7 +440,7 @@ def _prefetch_staged_product(eqn: Eqn) -> None:
         pool.prefetch()
         for name in names:
             for part in routine_parts(False):
-                kernel_cache.prefetch([_routine_unit(part, routine_text(name, part))],
+                kernel_cache.prefetch([routine_unit(part, routine_text(name, part))],
                                       cache_key)
     except Exception:  # noqa: BLE001  (the program's own compile builds and reports)
         pass
@@ -450,11 +450,11 @@ staging.STAGED_HOOKS["dot_general"] = _prefetch_staged_product
 
 
 def _routine_units(dtype_name: str, with_conv: bool) -> list[tuple[str, int]]:
-    """(IR text, speed level) of each shared GEMM routine (`_routine_unit`)."""
-    return [_routine_unit(part, text) for part, text in routine_texts(dtype_name, with_conv)]
+    """(IR text, speed level) of each shared GEMM routine (`routine_unit`)."""
+    return [routine_unit(part, text) for part, text in routine_texts(dtype_name, with_conv)]
 
 
-def _routine_unit(part: str, text: str) -> tuple[str, int]:
+def routine_unit(part: str, text: str) -> tuple[str, int]:
     """(IR text, speed level) of a shared GEMM routine: the micro-kernel with its tile
     loops and the packing routines are vectorized and scheduled by hand (`SCHEDULED`:
     their machine code is the same without a middle end, 12 instead of 27-34 ms of LLVM

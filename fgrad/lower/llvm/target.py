@@ -89,6 +89,12 @@ def new_machine(opt: int = 3, jit: bool = True) -> llvm.TargetMachine:
                                         jit=jit)
 
 
+def machine_for(cpu: str, features: str, opt: int) -> llvm.TargetMachine:
+    """A target machine of the host's triple for another CPU (the shipped GEMM objects of
+    an ISA level: gemm/prerendered.py), as `new_machine` makes them."""
+    return _host_target().create_target_machine(cpu=cpu, features=features, opt=opt, jit=True)
+
+
 @functools.cache
 def triple_and_layout() -> tuple[str, str]:
     """The host's target triple and data layout string (for modules built by hand)."""

@@ -168,10 +168,10 @@ def test_tile_loops_live_beside_the_micro_kernel():
     around them runs per block and compiles as glue, never calling the micro-kernel."""
     from fgrad.lower.llvm import kernel_cache
     from fgrad.lower.llvm.gemm.driver import routine_texts
-    from fgrad.lower.llvm.runtime import _routine_unit
+    from fgrad.lower.llvm.runtime import routine_unit
     texts = dict(routine_texts("float32"))
     assert re.search(r'define void @"fgrad_gemm\d+_f32_\w+_tiles"', texts["micro"])
     assert re.search(r'call void @"fgrad_gemm\d+_f32_\w+_tiles"', texts["driver"])
     assert not re.search(r'@"fgrad_gemm\d+_f32_\w+_micro"', texts["driver"])
-    assert _routine_unit("driver", texts["driver"])[1] == kernel_cache.GLUE
-    assert _routine_unit("micro", texts["micro"])[1] == kernel_cache.SCHEDULED
+    assert routine_unit("driver", texts["driver"])[1] == kernel_cache.GLUE
+    assert routine_unit("micro", texts["micro"])[1] == kernel_cache.SCHEDULED
