@@ -65,16 +65,28 @@ _rendering = threading.local()
 
 
 @contextlib.contextmanager
-def rendering_for_width(bits: int) -> Iterator[None]:
-    """Code rendered on this thread inside the block is built for `bits`-wide vectors, as
-    on a CPU that has them (the GEMM routines rendered ahead of time for another CPU);
-    other threads, and the machines that compile, still see the host."""
-    saved = getattr(_rendering, "bits", None)
-    _rendering.bits = bits
+def rendering_with(**settings: Any) -> Iterator[None]:
+    """Code rendered on this thread inside the block sees these settings
+    (`rendering_setting`); other threads, and the machines that compile, do not."""
+    saved = {name: getattr(_rendering, name, None) for name in settings}
+    for name, value in settings.items():
+        setattr(_rendering, name, value)
     try:
         yield
     finally:
-        _rendering.bits = saved
+        for name, value in saved.items():
+            setattr(_rendering, name, value)
+
+
+def rendering_setting(name: str) -> Any:
+    """A setting of `rendering_with` on this thread (None outside one)."""
+    return getattr(_rendering, name, None)
+
+
+def rendering_for_width(bits: int) -> contextlib.AbstractContextManager[None]:
+    """Code rendered on this thread inside the block is built for `bits`-wide vectors, as
+    on a CPU that has them (the GEMM routines rendered ahead of time for another CPU)."""
+    return rendering_with(bits=bits)
 
 
 @functools.cache

@@ -21,8 +21,6 @@ Out: the value (`scalef`, `exp2_sixteenth`); the module with the calls inlined
 from __future__ import annotations
 
 import contextlib
-import threading
-from collections.abc import Iterator
 from typing import Any
 
 import llvmlite.binding as llvm
@@ -38,30 +36,21 @@ _CALLS = {"scalef.f32": (_F32, 2, (16, 8, 4)), "scalef.f64": (_F64, 2, (8, 4, 2)
           "exp2_sixteenth.f32": (_F32, 1, (16, 8))}
 
 
-_rendering = threading.local()
-
-
 def available() -> bool:
     """Whether kernels built now may use this module's calls: AVX-512F with AVX-512VL
     (the 256/128-bit forms of the vectorizer's narrower loops), building 512-bit loops,
     outside `scalar_code`."""
-    if getattr(_rendering, "scalar", False):
+    if target.rendering_setting("scalar"):
         return False
     flags = set(target.features().split(","))
     return target.vector_bits() == 512 and "+avx512vl" in flags
 
 
-@contextlib.contextmanager
-def scalar_code() -> Iterator[None]:
+def scalar_code() -> contextlib.AbstractContextManager[None]:
     """Kernels rendered on this thread inside the block use no calls of this module: they
     compile without the vectorizers, where the calls gain nothing and their inlining costs
     compile time (W5's loss kernels: 8 -> 11 ms of LLVM each)."""
-    saved = getattr(_rendering, "scalar", False)
-    _rendering.scalar = True
-    try:
-        yield
-    finally:
-        _rendering.scalar = saved
+    return target.rendering_with(scalar=True)
 
 
 def _full_name(call: str) -> str:
