@@ -21,6 +21,7 @@ Out: the value (`scalef`, `exp2_sixteenth`); the module with the calls inlined
 from __future__ import annotations
 
 import contextlib
+import functools
 from typing import Any
 
 import llvmlite.binding as llvm
@@ -42,8 +43,12 @@ def available() -> bool:
     outside `scalar_code`."""
     if target.rendering_setting("scalar"):
         return False
-    flags = set(target.features().split(","))
-    return target.vector_bits() == 512 and "+avx512vl" in flags
+    return target.vector_bits() == 512 and _host_has_vl()
+
+
+@functools.cache
+def _host_has_vl() -> bool:
+    return "+avx512vl" in target.features().split(",")
 
 
 def scalar_code() -> contextlib.AbstractContextManager[None]:
@@ -155,6 +160,7 @@ def _table_lines() -> list[str]:
         f"{high})", "  ret <8 x float> %v", "}"]
 
 
+@functools.cache
 def _library_text() -> str:
     """The definitions: each vector version one AVX-512 instruction, the scalar ones the
     lowest-lane (`ss`/`sd`) form or a constant vector's element."""

@@ -243,7 +243,7 @@ def exp_nonpositive(em: Any, x: ir.Value, table: bool = True) -> ir.Value:
 def _expm1_above(em: Any, x: ir.Value) -> ir.Value:
     """e ** x - 1 for x in [-2 * TANH_ONE, 0] (or NaN): 2^n is normal there, so the result
     is one FMA, 2^n * (e^r - 1) + (2^n - 1), exact at 0 (n = 0)."""
-    n, n_f, em1 = _reduce(em, x)
+    n, _, em1 = _reduce(em, x)
     scale = _pow2(em, n, x)
     return _muladd(em, scale, em1, em.b.fsub(scale, _c(x, 1.0)))
 
