@@ -20,7 +20,7 @@ CHAINS = 12           # independent accumulators: covers 2 ports x 4-5 cycles of
 FMAS_PER_THREAD = 40_000_000
 
 
-def _probe_ir(lanes: int) -> str:
+def probe_ir(lanes: int) -> str:
     vec = f"<{lanes} x float>"
     phis = "\n".join(f"  %a{i} = phi {vec} [{_start(lanes, i)}, %entry], [%n{i}, %loop]"
                      for i in range(CHAINS))
@@ -58,7 +58,7 @@ def _start(lanes: int, i: int) -> str:
 def measure(repeats: int = 5) -> dict[int, float]:
     """Best GFLOP/s over `repeats` runs, keyed by thread count (1 and every core)."""
     lanes = target.vector_bits() // 32
-    module = llvm.parse_assembly(_probe_ir(lanes))
+    module = llvm.parse_assembly(probe_ir(lanes))
     engine = llvm.create_mcjit_compiler(module, target.new_machine())
     engine.finalize_object()
     fn = ctypes.CFUNCTYPE(ctypes.c_float, ctypes.c_int64, ctypes.c_float)(

@@ -37,4 +37,24 @@ def test_the_peak_probe_flags_a_run_whose_cores_were_shared() -> None:
     assert peak.changed({1: 90.0, 2: 175.0}, {1: 88.0, 2: 168.0}) == ""
     warning = peak.changed({1: 90.0, 2: 170.0}, {1: 91.0, 2: 95.0})
     assert "170 to 95" in warning
-    assert "<8 x float>" in peak._probe_ir(8) and peak._probe_ir(8).count("llvm.fma") == 13
+    assert "<8 x float>" in peak.probe_ir(8) and peak.probe_ir(8).count("llvm.fma") == 13
+
+
+def test_the_gemm_ceiling_loops_run_the_shipped_micro_kernel() -> None:
+    """bench/gemm_ceiling.py: each loop runs (tiny work) and the synthetic k step has the
+    micro-kernel's MR * NR/L FMAs."""
+    import gemm_ceiling
+    from fgrad.lower.llvm.gemm.native import tile_shape
+    mr, nr, lanes = tile_shape(4)
+    assert gemm_ceiling._k_step_ir(mr, nr // lanes, lanes, 16).count("@llvm.fma") \
+        == mr * nr // lanes + 1   # the calls and the declaration
+    saved = gemm_ceiling.WORK_FLOPS
+    gemm_ceiling.WORK_FLOPS = 1e6
+    try:
+        found = gemm_ceiling.loops()
+    finally:
+        gemm_ceiling.WORK_FLOPS = saved
+    assert list(found) == ["probe", "k steps", "tile column, L1", "driver block"]
+    for call, flops in found.values():
+        call()
+        assert flops > 0
