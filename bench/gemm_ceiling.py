@@ -10,22 +10,30 @@ host falls on all of them alike), each as GFLOP/s and as a share of the first:
 - `driver block`: the same routine on the blocks the driver gives it for a 1024^3 product
   (A 144 x 256 packed, B 256 x 1024 packed, C rows 1024 wide).
 
-Run: python bench/gemm_ceiling.py [rounds]. Only the llvm backend's float32 GEMM at the
-host's vector width; the results go in docs/performance.md, never into tests.
+`--products` times whole n x n float32 products on every core instead (fgrad's llvm
+backend, JAX and PyTorch where installed), each round the all-core probe first: a share of
+the probe measured in the same seconds, where bench/run.py divides by the best of the
+probes run before and after the whole table (on a shared host, a quieter minute).
+
+Run: python bench/gemm_ceiling.py [rounds] [--products]. Only the llvm backend's float32
+GEMM at the host's vector width; the results go in docs/performance.md, never into tests.
 """
 from __future__ import annotations
 
 import ctypes
 import os
 import sys
+import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
 import llvmlite.binding as llvm
 import numpy as np
 from llvmlite import ir
 
 import peak
+from harness import available
 from fgrad.lower.llvm import kernel_cache, target
 from fgrad.lower.llvm.gemm.driver import routine_text, tiles_args
 from fgrad.lower.llvm.gemm.native import KC, MC_TARGET, routine_prefix, tile_shape
@@ -166,6 +174,73 @@ def loops() -> dict[str, Loop]:
             **_tiles_loops(mr, nr)}
 
 
+PROBE_SECONDS = 0.05   # per all-core probe run: thread start-up is well under 1% of it
+
+
+def _all_core_probe(lanes: int) -> Callable[[], float]:
+    """A call that runs the probe on every core at once and returns its GFLOP/s."""
+    engine = _engine(peak.probe_ir(lanes))
+    fma = ctypes.CFUNCTYPE(ctypes.c_float, ctypes.c_int64, ctypes.c_float)(
+        engine.get_function_address("fma_loop"))
+    threads = os.cpu_count() or 1
+    trips = int(PROBE_SECONDS * 2e11 / (peak.CHAINS * lanes * 2))
+
+    def run() -> float:
+        workers = [threading.Thread(target=fma, args=(trips, 0.999)) for _ in range(threads)]
+        start = time.perf_counter()
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join()
+        seconds = time.perf_counter() - start
+        return threads * trips * peak.CHAINS * lanes * 2 / seconds / 1e9 if engine else 0.0
+    return run
+
+
+def _product_calls(n: int) -> dict[str, Callable[[], Any]]:
+    """name -> a call of an n x n float32 product that waits for its result."""
+    import fgrad
+    a, b = (np.random.default_rng(i).standard_normal((n, n)).astype(np.float32)
+            for i in range(2))
+    ta, tb, jf = fgrad.Tensor(a), fgrad.Tensor(b), fgrad.jit(lambda x, y: x @ y)
+    calls: dict[str, Callable[[], Any]] = {"fgrad-llvm": lambda: jf(ta, tb).numpy()}
+    if available("jax"):
+        import jax
+        ja, jb, jm = jax.numpy.asarray(a), jax.numpy.asarray(b), jax.jit(jax.numpy.matmul)
+        calls["jax"] = lambda: jm(ja, jb).block_until_ready()
+    if available("torch"):
+        import torch
+        xa, xb = torch.from_numpy(a), torch.from_numpy(b)
+        calls["torch"] = lambda: torch.matmul(xa, xb)
+    return calls
+
+
+def products(sizes: tuple[int, ...] = (1024, 2048), rounds: int = 15) -> None:
+    """Print each library's product GFLOP/s as a share of the all-core probe run right
+    before it, per n (the median of the rounds' shares)."""
+    probe = _all_core_probe(target.vector_bits() // 32)
+    for n in sizes:
+        calls = _product_calls(n)
+        for call in calls.values():
+            call()
+        shares: dict[str, list[float]] = {name: [] for name in calls}
+        probes = []
+        for _ in range(rounds):
+            for name, call in calls.items():
+                probes.append(probe())
+                times = []
+                for _ in range(5):
+                    start = time.perf_counter()
+                    call()
+                    times.append(time.perf_counter() - start)
+                shares[name].append(2 * n**3 / float(np.median(times)) / 1e9 / probes[-1])
+        print(f"n={n}: all-core probe median {np.median(probes):.0f} GFLOP/s "
+              f"(range {min(probes):.0f}-{max(probes):.0f}), {rounds} rounds")
+        for name, found in shares.items():
+            print(f"  {name:10s} {np.median(found):6.1%} of the probe "
+                  f"(rounds {min(found):.1%}-{max(found):.1%})")
+
+
 def main(rounds: int = 15) -> None:
     """Print each loop's median and best GFLOP/s over `rounds` interleaved rounds."""
     os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})
@@ -187,4 +262,8 @@ def main(rounds: int = 15) -> None:
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]) if len(sys.argv) > 1 else 15)
+    counts = [int(a) for a in sys.argv[1:] if a.isdigit()]
+    if "--products" in sys.argv:
+        products(rounds=counts[0] if counts else 15)
+    else:
+        main(counts[0] if counts else 15)
