@@ -143,7 +143,10 @@ def _k_steps_loop(mr: int, nr: int, lanes: int, span: int = 256) -> Loop:
             steps * 2.0 * mr * nr)
 
 
-def _tiles_loops(mr: int, nr: int) -> dict[str, Loop]:
+def _tiles_loops(mr: int, nr: int, blocks: dict[str, tuple[int, int]] | None = None
+                 ) -> dict[str, Loop]:
+    """The tiles routine over `blocks` (name -> (rows of A, columns of B); default: the
+    module docstring's two)."""
     micro = kernel_cache.object_code_for(routine_text("float32", "micro"),
                                          kernel_cache.SCHEDULED)
     engine = _engine(_tiles_loop(f"{routine_prefix(ir.FloatType(), 4)}_tiles"), (micro,))
@@ -151,7 +154,8 @@ def _tiles_loops(mr: int, nr: int) -> dict[str, Loop]:
     bench_loop = _native(engine, "bench_loop", i64, i64, p, p, p, i64, i64, i64, ctypes.c_bool,
                          i64, p, p, ctypes.c_bool, i64, i64)
     found = {}
-    blocks = {"tile column, L1": (mr, nr), "driver block": (MC_TARGET // mr * mr, 1024)}
+    blocks = blocks or {"tile column, L1": (mr, nr),
+                        "driver block": (MC_TARGET // mr * mr, 1024)}
     for name, (rows, cols) in blocks.items():
         apack = np.random.rand(rows * KC).astype(np.float32)
         panel = np.random.rand(KC * cols).astype(np.float32)
