@@ -432,6 +432,21 @@ def test_property_round_trip(tree):
     assert tu.tree_map(lambda x: x + 1, tree) == shifted
 
 
+@settings(max_examples=200, deadline=None)
+@given(_trees, st.integers(min_value=0, max_value=3))
+def test_property_leaves_are_the_flattened_leaves(tree, depth_cut):
+    """tree_leaves collects leaves without a PyTreeDef: the same list as tree_flatten's,
+    with custom nodes, None and an is_leaf that stops at some containers."""
+    wrapped = [Box(tree, None, "l"), Point(tree, (None, tree)), Linear(tree, [tree])]
+
+    def is_leaf(x):
+        return isinstance(x, (list, dict)) and len(x) == depth_cut
+
+    for t in (tree, wrapped):
+        assert tu.tree_leaves(t) == tu.tree_flatten(t)[0]
+        assert tu.tree_leaves(t, is_leaf=is_leaf) == tu.tree_flatten(t, is_leaf=is_leaf)[0]
+
+
 def test_prefix_leaves_broadcasts_inner_values_and_rejects_other_structures():
     from fgrad.core.tree_util import prefix_leaves
     tree = {"a": (1, 2), "b": {"c": 3, "d": [4, 5, 6]}}
