@@ -23,7 +23,6 @@ from __future__ import annotations
 import ctypes
 import os
 import sys
-import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -190,13 +189,7 @@ def _all_core_probe(lanes: int) -> Callable[[], float]:
     trips = int(PROBE_SECONDS * 2e11 / (peak.CHAINS * lanes * 2))
 
     def run() -> float:
-        workers = [threading.Thread(target=fma, args=(trips, 0.999)) for _ in range(threads)]
-        start = time.perf_counter()
-        for w in workers:
-            w.start()
-        for w in workers:
-            w.join()
-        seconds = time.perf_counter() - start
+        seconds = peak.seconds_on_threads(fma, trips, threads)
         return threads * trips * peak.CHAINS * lanes * 2 / seconds / 1e9 if engine else 0.0
     return run
 

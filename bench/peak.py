@@ -11,6 +11,7 @@ import ctypes
 import os
 import threading
 import time
+from collections.abc import Callable
 
 import llvmlite.binding as llvm
 
@@ -67,17 +68,21 @@ def measure(repeats: int = 5) -> dict[int, float]:
     flops = trips * CHAINS * lanes * 2
     found = {}
     for threads in sorted({1, os.cpu_count() or 1}):
-        best = float("inf")
-        for _ in range(repeats):
-            workers = [threading.Thread(target=fn, args=(trips, 0.999)) for _ in range(threads)]
-            start = time.perf_counter()
-            for w in workers:
-                w.start()
-            for w in workers:
-                w.join()
-            best = min(best, time.perf_counter() - start)
+        best = min(seconds_on_threads(fn, trips, threads) for _ in range(repeats))
         found[threads] = flops * threads / best / 1e9
     return found
+
+
+def seconds_on_threads(fma_loop: Callable[[int, float], float], trips: int,
+                       threads: int) -> float:
+    """Wall time of `fma_loop(trips, seed)` run on `threads` threads at once."""
+    workers = [threading.Thread(target=fma_loop, args=(trips, 0.999)) for _ in range(threads)]
+    start = time.perf_counter()
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    return time.perf_counter() - start
 
 
 def describe(found: dict[int, float]) -> str:
