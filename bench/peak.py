@@ -22,6 +22,8 @@ FMAS_PER_THREAD = 40_000_000
 
 
 def probe_ir(lanes: int) -> str:
+    """The probe's LLVM IR: `float fma_loop(i64 n, float seed)`, n trips of CHAINS
+    independent FMAs on `lanes`-wide float vectors."""
     vec = f"<{lanes} x float>"
     phis = "\n".join(f"  %a{i} = phi {vec} [{_start(lanes, i)}, %entry], [%n{i}, %loop]"
                      for i in range(CHAINS))
