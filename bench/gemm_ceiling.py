@@ -13,10 +13,14 @@ host falls on all of them alike), each as GFLOP/s and as a share of the first:
 `--products` times whole n x n float32 products on every core instead (fgrad's llvm
 backend, JAX and PyTorch where installed), each round the all-core probe first: a share of
 the probe measured in the same seconds, where bench/run.py divides by the best of the
-probes run before and after the whole table (on a shared host, a quieter minute).
+probes run before and after the whole table (on a shared host, a quieter minute). With
+`--one-thread`, each library and the probe run on one core (`FGRAD_NUM_THREADS=1`,
+XLA's single-threaded Eigen, `torch.set_num_threads(1)`, the process's affinity): the
+micro-kernel and the loops around it against theirs, without the split over cores.
 
-Run: python bench/gemm_ceiling.py [rounds] [--products]. Only the llvm backend's float32
-GEMM at the host's vector width; the results go in docs/performance.md, never into tests.
+Run: python bench/gemm_ceiling.py [rounds] [--products [--one-thread]]. Only the llvm
+backend's float32 GEMM at the host's vector width; the results go in docs/performance.md,
+never into tests.
 """
 from __future__ import annotations
 
@@ -152,7 +156,7 @@ def _tiles_loops(mr: int, nr: int, blocks: dict[str, tuple[int, int]] | None = N
     p, i64 = ctypes.c_void_p, ctypes.c_int64
     bench_loop = _native(engine, "bench_loop", i64, i64, p, p, p, i64, i64, i64, ctypes.c_bool,
                          i64, p, p, ctypes.c_bool, i64, i64)
-    found = {}
+    found: dict[str, Loop] = {}
     blocks = blocks or {"tile column, L1": (mr, nr),
                         "driver block": (MC_TARGET // mr * mr, 1024)}
     for name, (rows, cols) in blocks.items():
@@ -163,9 +167,11 @@ def _tiles_loops(mr: int, nr: int, blocks: dict[str, tuple[int, int]] | None = N
         reps = max(1, int(WORK_FLOPS / flops))
         args = (reps, KC, apack.ctypes.data, panel.ctypes.data, c.ctypes.data, 1024, rows, cols,
                 False, 0, c.ctypes.data, bias.ctypes.data, False, 0, 0)
-        # the arrays ride in the lambda: native code reads them through their addresses
-        found[name] = (lambda args=args, kept=(apack, panel, c, bias):
-                       bench_loop(*args) if kept else None, reps * flops)
+
+        def run(args: tuple = args, kept: tuple = (apack, panel, c, bias)) -> None:
+            if kept:   # the arrays ride along: native code reads them through their addresses
+                bench_loop(*args)
+        found[name] = (run, reps * flops)
     return found
 
 
@@ -180,12 +186,13 @@ def loops() -> dict[str, Loop]:
 PROBE_SECONDS = 0.05   # per all-core probe run: thread start-up is well under 1% of it
 
 
-def _all_core_probe(lanes: int) -> Callable[[], float]:
-    """A call that runs the probe on every core at once and returns its GFLOP/s."""
+def _all_core_probe(lanes: int, threads: int | None = None) -> Callable[[], float]:
+    """A call that runs the probe on every core (or `threads` of them) at once and returns
+    its GFLOP/s."""
     engine = _engine(peak.probe_ir(lanes))
     fma = ctypes.CFUNCTYPE(ctypes.c_float, ctypes.c_int64, ctypes.c_float)(
         engine.get_function_address("fma_loop"))
-    threads = os.cpu_count() or 1
+    threads = threads or os.cpu_count() or 1
     trips = int(PROBE_SECONDS * 2e11 / (peak.CHAINS * lanes * 2))
 
     def run() -> float:
@@ -212,10 +219,27 @@ def _product_calls(n: int) -> dict[str, Callable[[], Any]]:
     return calls
 
 
-def products(sizes: tuple[int, ...] = (1024, 2048), rounds: int = 15) -> None:
-    """Print each library's product GFLOP/s as a share of the all-core probe run right
-    before it, per n (the median of the rounds' shares)."""
-    probe = _all_core_probe(target.vector_bits() // 32)
+def one_thread_each() -> None:
+    """Make fgrad, JAX and PyTorch run their products on one thread (before they start);
+    the process keeps to one core too, so a library that starts threads anyway (XLA's
+    runtime ignores its thread flags for some products) shares that core with itself."""
+    os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})
+    os.environ["FGRAD_NUM_THREADS"] = "1"
+    os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
+                               " --xla_cpu_multi_thread_eigen=false"
+                               " intra_op_parallelism_threads=1").strip()
+    if available("torch"):
+        import torch
+        torch.set_num_threads(1)
+
+
+def products(sizes: tuple[int, ...] = (1024, 2048), rounds: int = 15,
+             one_thread: bool = False) -> None:
+    """Print each library's product GFLOP/s as a share of the probe (on every core, or on
+    one with `one_thread`) run right before it, per n (the median of the rounds' shares)."""
+    if one_thread:
+        one_thread_each()
+    probe = _all_core_probe(target.vector_bits() // 32, 1 if one_thread else None)
     for n in sizes:
         calls = _product_calls(n)
         for call in calls.values():
@@ -231,7 +255,8 @@ def products(sizes: tuple[int, ...] = (1024, 2048), rounds: int = 15) -> None:
                     call()
                     times.append(time.perf_counter() - start)
                 shares[name].append(2 * n**3 / float(np.median(times)) / 1e9 / probes[-1])
-        print(f"n={n}: all-core probe median {np.median(probes):.0f} GFLOP/s "
+        where = "one-thread" if one_thread else "all-core"
+        print(f"n={n}: {where} probe median {np.median(probes):.0f} GFLOP/s "
               f"(range {min(probes):.0f}-{max(probes):.0f}), {rounds} rounds")
         for name, found in shares.items():
             print(f"  {name:10s} {np.median(found):6.1%} of the probe "
@@ -261,6 +286,6 @@ def main(rounds: int = 15) -> None:
 if __name__ == "__main__":
     counts = [int(a) for a in sys.argv[1:] if a.isdigit()]
     if "--products" in sys.argv:
-        products(rounds=counts[0] if counts else 15)
+        products(rounds=counts[0] if counts else 15, one_thread="--one-thread" in sys.argv)
     else:
         main(counts[0] if counts else 15)
