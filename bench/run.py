@@ -126,7 +126,10 @@ def run_workloads(args: argparse.Namespace, settings: Settings) -> list[Row]:
     return rows
 
 
-def run_slowdown(row: Row, settings: Settings, rounds: int = 3) -> Row:
+SLOWDOWN_ROUNDS = 5   # one round's slowdown of W3 n=256 spread over 0.8-1.8x for one code
+
+
+def run_slowdown(row: Row, settings: Settings, rounds: int = SLOWDOWN_ROUNDS) -> Row:
     """Time each contender quiet, then at once again while a process keeps a core busy,
     `rounds` times in turn; its cell becomes "quiet -> busy ms (slowdown x)" from the
     medians (the goal "slowdown no worse than JAX's under the same load" compares these).
@@ -139,10 +142,10 @@ def run_slowdown(row: Row, settings: Settings, rounds: int = 3) -> Row:
         try:
             quiet, busy = [], []
             for _ in range(rounds):
-                quiet.append(guarded(measure, settings.guard_s))
+                quiet.append(float(guarded(measure, settings.guard_s)))
                 with check.busy_core():
                     time.sleep(0.2)   # the spinning process has started
-                    busy.append(guarded(measure, settings.guard_s))
+                    busy.append(float(guarded(measure, settings.guard_s)))
             q, b = statistics.median(quiet), statistics.median(busy)
             row.results[name] = f"{q:.4g} -> {b:.4g} {row.unit} (slowdown {b / q:.2f}x)"
         except Exception as exc:  # noqa: BLE001
