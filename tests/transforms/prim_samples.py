@@ -278,6 +278,9 @@ REDUCTIONS: dict[str, Gen] = {
     "cummax": _cumulative(distinct), "cummin": _cumulative(distinct),
     "sort": lambda rng: [Case([distinct(rng, 2, 5)], dict(descending=False)),
                          Case([distinct(rng, 3, 4)], dict(descending=True))],
+    "top_k": lambda rng: [Case([distinct(rng, 2, 5)], dict(k=3, descending=True)),
+                          Case([distinct(rng, 3, 4)], dict(k=1, descending=False)),
+                          Case([distinct(rng, 2, 3)], dict(k=3, descending=False))],
 }
 
 

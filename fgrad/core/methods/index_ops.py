@@ -289,8 +289,13 @@ class IndexOpsMixin:
         n = self.shape[self._axis(dim)] if self.ndim else 1
         if not 0 <= k <= n:
             raise ArgumentError(f"topk: k={k} is out of range for dim {dim} of size {n}")
-        values, indices = self.sort(dim, descending=largest)
         if self.ndim == 0:
-            return values, indices
+            return self.sort(dim, descending=largest)
         d = self._axis(dim)
-        return take_range(values, d, 0, k), take_range(indices, d, 0, k)
+        perm = tuple(i for i in range(self.ndim) if i != d) + (d,)
+        moved = P.transpose(self, perm) if d != self.ndim - 1 else self
+        values, indices = P.top_k(moved, k, largest)
+        if d == self.ndim - 1:
+            return values, indices
+        back = tuple(int(i) for i in np.argsort(perm))
+        return P.transpose(values, back), P.transpose(indices, back)

@@ -17,7 +17,7 @@ from fgrad.core.prims.reduce import (argmax_p, argmin_p, cumulative, cummax_p, c
                                      reduce_sum, reduce_sum_p)
 from fgrad.core.prims.patches import (conv_patches, conv_patches_p, conv_patches_transpose,
                                       conv_patches_transpose_p)
-from fgrad.core.prims.sort import sort, sort_p
+from fgrad.core.prims.sort import sort, sort_p, top_k, top_k_p
 
 __all__ = [n for n in dir() if not n.startswith("_")]
 from fgrad.core.prims._util import move_bdim as move_bdim_public  # noqa: E402

@@ -12,7 +12,8 @@ as the column-major out^T = rhs^T lhs^T: rhs goes first and the row-major leadin
 dimensions carry over unchanged.
 
 Also `render_library_call`: the function of any library call (a product by fgrad's own
-GEMM or by OpenBLAS, LAPACK, a native sequence op), and how each one splits over the pool.
+GEMM or by OpenBLAS, LAPACK, a native sequence op or top_k), and how each one splits over
+the pool.
 """
 from __future__ import annotations
 
@@ -27,8 +28,9 @@ from llvmlite import ir
 from fgrad.core.dtypes import dtypes
 from fgrad.core.ir import Eqn
 from fgrad.lower.kernel.ir import Kernel
+from fgrad.lower.llvm.kernels.selection import render_top_k
 from fgrad.lower.llvm.scans import scan_rows
-from fgrad.lower.llvm.sequences import CUMULATIVE, render_sequence_op, sort_chunking
+from fgrad.lower.llvm.sequences import CUMULATIVE, SORTS, render_sequence_op, sort_chunking
 from fgrad.lower.schedule.gemm_layout import GemmDims, gemm_dims
 
 I8 = ir.IntType(8)
@@ -258,13 +260,13 @@ def gemm_chunking(eqn: Eqn) -> tuple[int, int, int]:
 
 
 def library_chunking(library_calls: dict[str, Eqn]) -> dict[str, tuple[int, int, int]]:
-    """`gemm_chunking` (`sort_chunking` for a sort, `scans.scan_rows` for a cumulative op)
-    of every library call that splits (by call name)."""
+    """`gemm_chunking` (`sort_chunking` for a sort or top_k, `scans.scan_rows` for a
+    cumulative op) of every library call that splits (by call name)."""
     found = {}
     for name, eqn in library_calls.items():
         prim = eqn.primitive.name
         chunks = gemm_chunking(eqn) if prim == "dot_general" else sort_chunking(eqn) \
-            if prim == "sort" else scan_rows(eqn) if prim in CUMULATIVE else (1, 0, 0)
+            if prim in SORTS else scan_rows(eqn) if prim in CUMULATIVE else (1, 0, 0)
         if chunks[0] > 1:
             found[name] = chunks
     return found
@@ -336,6 +338,8 @@ def render_library_call(module: ir.Module, name: str, eqn: Eqn, split: bool,
     from fgrad.lower.llvm.gemm.native import epilogue_row_scale, uses_native_gemm
     from fgrad.lower.llvm.lapack import render_lapack   # they import this module
     from fgrad.lower.schedule.partition import SEQUENCE_OPS
+    if eqn.primitive.name == "top_k":
+        return render_top_k(module, name, eqn, split)
     if eqn.primitive.name in SEQUENCE_OPS:
         return render_sequence_op(module, name, eqn, split)
     if eqn.primitive.name != "dot_general":

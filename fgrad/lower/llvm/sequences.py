@@ -9,7 +9,8 @@ to 64 bits, float16/bfloat16 included) or cumsum/cumprod/cummax/cummin (any axis
 Out: an internal LLVM function `void name(T* values, i32* indices, T* x)` (sort) or
 `void name(T* out, T* x)` (cumulative) with the results of the primitive's NumPy impl.
 
-Cumulative ops: `scans.py` (in NumPy's order; rows of the last axis side by side).
+Cumulative ops: `scans.py` (in NumPy's order; rows of the last axis side by side). top_k:
+`kernels/selection.py` (a selection per row; rows it does not select sort as below).
 
 Sort: each row sorts a permutation, not the keys. Rows of RADIX_MIN and more: LSD radix
 passes of 8 bits over the keys mapped to unsigned integers in sort order (floats: -0 as +0,
@@ -52,6 +53,7 @@ ELEMENT_TYPES = {dtypes.float32: ir.FloatType(), dtypes.float64: ir.DoubleType()
                  dtypes.float16: I16, dtypes.bfloat16: I16,   # their bits: no half arithmetic
                  dtypes.int8: I8, dtypes.uint8: I8, dtypes.int16: I16, dtypes.uint16: I16}
 assert set(ELEMENT_TYPES) == set(NATIVE_SORT_DTYPES)   # cumulative ops: the first six
+SORTS = ("sort", "top_k")
 
 
 def _c(v: int) -> ir.Constant:
@@ -114,11 +116,12 @@ class LoopBuilder:
 
 
 def sort_chunking(eqn: Eqn) -> tuple[int, int, int]:
-    """(chunk count, rows per chunk, rows) of a sort whose rows the pool shares (a few
-    chunks per thread, claimed one by one), else (1, 0, 0): it runs whole on one thread."""
+    """(chunk count, rows per chunk, rows) of a sort or top_k whose rows the pool shares (a
+    few chunks per thread, claimed one by one), else (1, 0, 0): it runs whole on one
+    thread."""
     shape = eqn.inputs[0].aval.shape
     rows, n = math.prod(shape[:-1]), shape[-1] if shape else 1
-    if eqn.primitive.name != "sort" or rows < 2 or rows * n < MIN_SPLIT_ELEMENTS:
+    if eqn.primitive.name not in SORTS or rows < 2 or rows * n < MIN_SPLIT_ELEMENTS:
         return 1, 0, 0
     threads = max(2, os.cpu_count() or 1)  # the machine's, not FGRAD_NUM_THREADS: one plan
     size = max(-(-rows // (threads * CHUNKS_PER_THREAD)), -(-MIN_CHUNK_ELEMENTS // max(n, 1)))
@@ -126,8 +129,9 @@ def sort_chunking(eqn: Eqn) -> tuple[int, int, int]:
     return (count, size, rows) if count > 1 else (1, 0, 0)
 
 
-class _SortBuilder(LoopBuilder):
-    """Emits the sort function (module docstring)."""
+class SortBuilder(LoopBuilder):
+    """Emits the sort function (module docstring); kernels/selection.py's top_k builds on
+    it."""
 
     def __init__(self, module: ir.Module, name: str, eqn: Eqn, split: bool = False):
         tp = ELEMENT_TYPES[eqn.inputs[0].aval.dtype].as_pointer()
@@ -237,21 +241,25 @@ class _SortBuilder(LoopBuilder):
         return self.b.not_(key) if self.descending else key
 
     def order_key(self, x: ir.Value) -> ir.Value:
-        """A value as an unsigned integer in ascending sort order: floats by their bits
-        with the sign folded (-0 as +0, every NaN largest), signed integers with the sign
-        bit flipped."""
+        """A value (or a vector of the values' bits) as an unsigned integer in ascending sort
+        order: floats by their bits with the sign folded (-0 as +0, every NaN largest),
+        signed integers with the sign bit flipped."""
         b = self.b
         width = 8 * self.itemsize
         it = ir.IntType(width)
-        sign = ir.Constant(it, 1 << (width - 1))
+        lanes = x.type.count if isinstance(x.type, ir.VectorType) else 0
+
+        def c(v: int) -> ir.Constant:
+            return ir.Constant(ir.VectorType(it, lanes), [v] * lanes) if lanes \
+                else ir.Constant(it, v)
+        sign = c(1 << (width - 1))
         if self.float:
-            bits = x if self.half else b.bitcast(x, it)
-            magnitude = b.and_(bits, ir.Constant(it, (1 << (width - 1)) - 1))
-            bits = b.select(b.icmp_unsigned("==", magnitude, ir.Constant(it, 0)),
-                            ir.Constant(it, 0), bits)
-            key = b.xor(bits, b.or_(b.ashr(bits, ir.Constant(it, width - 1)), sign))
-            nan = b.icmp_unsigned(">", magnitude, ir.Constant(it, self.exponent_all_ones))
-            return b.select(nan, ir.Constant(it, -1), key)
+            bits = x if self.half or lanes else b.bitcast(x, it)
+            magnitude = b.and_(bits, c((1 << (width - 1)) - 1))
+            bits = b.select(b.icmp_unsigned("==", magnitude, c(0)), c(0), bits)
+            key = b.xor(bits, b.or_(b.ashr(bits, c(width - 1)), sign))
+            nan = b.icmp_unsigned(">", magnitude, c(self.exponent_all_ones))
+            return b.select(nan, c(-1), key)
         return x if self.unsigned else b.xor(x, sign)
 
     def radix_sort(self, row: ir.Value, perm: ir.Value, scratch: ir.Value) -> None:
@@ -320,46 +328,57 @@ class _SortBuilder(LoopBuilder):
         """The whole function: every row sorted, then gathered."""
         b, n = self.b, _c(self.n)
         scratch_of_row = self.b.bitcast(self.values, I32.as_pointer())
-        malloc = _libc(b.module, "malloc", I8.as_pointer(), [I64])
-        free = _libc(b.module, "free", ir.VoidType(), [I8.as_pointer()])
         # a values row narrower than int32 slots cannot be the scratch: one row's worth
         # is allocated per call instead
-        narrow = b.call(malloc, [_c(4 * max(self.n, 1))]) if self.itemsize < 4 else None
+        narrow = self.malloc(_c(4 * max(self.n, 1))) if self.itemsize < 4 else None
 
         def row_sort(r: ir.Value) -> None:
             row = b.mul(r, n)
             perm = b.gep(self.indices, [row], inbounds=True)
             scratch = b.bitcast(narrow, I32.as_pointer()) if narrow is not None else b.gep(
                 scratch_of_row, [b.mul(row, _c(self.itemsize // 4))], inbounds=True)
-            if self.n >= RADIX_MIN:
-                self.radix_sort(row, perm, scratch)
-                self.gather(row, perm)
-                return
-            self.loop(_c(0), n, 1, lambda k: b.store(b.trunc(k, I32),
-                                                     b.gep(perm, [k], inbounds=True)))
-            self.insertion_runs(row, perm)
-            width, in_perm = self.var(_c(RUN)), self.var(ir.Constant(ir.IntType(1), 1))
-
-            def one_pass() -> None:
-                w = b.load(width)
-                with b.if_else(b.load(in_perm)) as (then, otherwise):
-                    with then:
-                        self.merge_pass(row, perm, scratch, w)
-                    with otherwise:
-                        self.merge_pass(row, scratch, perm, w)
-                b.store(b.not_(b.load(in_perm)), in_perm)
-                b.store(b.mul(w, _c(2)), width)
-            self.while_(lambda: b.icmp_signed("<", b.load(width), n), one_pass)
-            with b.if_then(b.not_(b.load(in_perm))):
-                self.loop(_c(0), n, 1, lambda k: b.store(
-                    b.load(b.gep(scratch, [k], inbounds=True)), b.gep(perm, [k], inbounds=True)))
+            self.sort_row(row, perm, scratch)
             self.gather(row, perm)
         start, stop = self.chunk or (_c(0), _c(self.rows))
         self.loop(start, stop, 1, row_sort)
         if narrow is not None:
-            b.call(free, [narrow])
+            self.free(narrow)
         b.ret_void()
         return self.fn
+
+    def malloc(self, size: ir.Value) -> ir.Value:
+        """libc malloc(size): an i8*."""
+        return self.b.call(_libc(self.b.module, "malloc", I8.as_pointer(), [I64]), [size])
+
+    def free(self, pointer: ir.Value) -> None:
+        """libc free(pointer)."""
+        self.b.call(_libc(self.b.module, "free", ir.VoidType(), [I8.as_pointer()]), [pointer])
+
+    def sort_row(self, row: ir.Value, perm: ir.Value, scratch: ir.Value) -> None:
+        """perm[0:n] = the stable order of the row at offset `row` of x: radix passes for
+        rows of RADIX_MIN and more, else insertion runs and merges (`scratch`: n int32)."""
+        b, n = self.b, _c(self.n)
+        if self.n >= RADIX_MIN:
+            self.radix_sort(row, perm, scratch)
+            return
+        self.loop(_c(0), n, 1, lambda k: b.store(b.trunc(k, I32),
+                                                 b.gep(perm, [k], inbounds=True)))
+        self.insertion_runs(row, perm)
+        width, in_perm = self.var(_c(RUN)), self.var(ir.Constant(ir.IntType(1), 1))
+
+        def one_pass() -> None:
+            w = b.load(width)
+            with b.if_else(b.load(in_perm)) as (then, otherwise):
+                with then:
+                    self.merge_pass(row, perm, scratch, w)
+                with otherwise:
+                    self.merge_pass(row, scratch, perm, w)
+            b.store(b.not_(b.load(in_perm)), in_perm)
+            b.store(b.mul(w, _c(2)), width)
+        self.while_(lambda: b.icmp_signed("<", b.load(width), n), one_pass)
+        with b.if_then(b.not_(b.load(in_perm))):
+            self.loop(_c(0), n, 1, lambda k: b.store(
+                b.load(b.gep(scratch, [k], inbounds=True)), b.gep(perm, [k], inbounds=True)))
 
     def gather(self, row: ir.Value, perm: ir.Value) -> None:
         """values[row] = x[row] in the order of perm."""
@@ -378,12 +397,12 @@ def render_sequence_op(module: ir.Module, name: str, eqn: Eqn, split: bool = Fal
     """Add the function of a sort (`void name(T* values, i32* indices, T* x)`, along the
     last axis; with `split`, two more arguments, the rows [start, stop) it sorts:
     `sort_chunking`) or a cumulative op (`void name(T* out, T* x)`, with `split` the rows
-    [start, stop) of `scans.scan_rows`); module docstring."""
+    [start, stop) of `scans.scan_rows`); module docstring. (top_k: kernels/selection.py.)"""
     dtype, prim = eqn.inputs[0].aval.dtype, eqn.primitive.name
     if prim not in ("sort", *CUMULATIVE) or dtype not in ELEMENT_TYPES:
         raise ValueError(f"render_sequence_op: {name} ({prim} on {dtype}) has no native "
                          f"lowering; a bug in the schedule")
     if prim == "sort":
-        return _SortBuilder(module, name, eqn, split).build()
+        return SortBuilder(module, name, eqn, split).build()
     from fgrad.lower.llvm.scans import ScanBuilder
     return ScanBuilder(module, name, eqn, split).build()

@@ -7,6 +7,7 @@ same invars in which every equation of a primitive in `EXPANDERS` is replaced:
   expanded recursively;
 - argmax/argmin, cumsum/cumprod/cummax/cummin and sort are staged from the functions in
   schedule/expand_math.py (elementwise, movement and reduction primitives only) and inlined;
+  top_k becomes a sort (expanded in turn unless the backend sorts natively) and a slice;
 - dot_general on dtypes the gemm lacks: float16/bfloat16 becomes a float32 gemm between
   conversions (native kernels; the last one fuses as the gemm's epilogue), integer and bool
   a fused multiply and reduce_sum (schedule/expand_dot.py);
@@ -65,6 +66,7 @@ EXPANDERS: dict[str, Expander] = {
     **{kind: _staged(expand_math.cumulative(kind))
        for kind in ("cumsum", "cumprod", "cummax", "cummin")},
     "sort": _staged(expand_math.bitonic_sort),
+    "top_k": _staged(expand_math.top_k_by_sort),
     "dot_general": _staged(expand_dot.dot_as_reduction),
     "checkpoint_name": _staged(lambda x, name: [x]),
     "conv_patches": _staged(expand_math.patches_by_slices),
@@ -81,6 +83,8 @@ EXPANSIONS: dict[str, str] = {
     **{kind: "a log2(n)-pass prefix scan of pad/slice and elementwise ops"
        for kind in ("cumsum", "cumprod", "cummax", "cummin")},
     "sort": "a bitonic network of reshape/rev and elementwise compare-exchanges",
+    "top_k": "a sort (a native library call on llvm, else a bitonic network), sliced to k; "
+             "on llvm, dtypes sort natively: a selection per row (llvm/kernels/selection.py)",
     "checkpoint_name": "nothing (an identity tag for checkpoint policies)",
     "conv_patches": "pad, one strided slice per kernel tap and a concatenate (on llvm, a "
                     "GEMM that multiplies it reads the image instead: fuse_patches.py)",
@@ -175,7 +179,7 @@ def expand(jaxpr: Jaxpr, native_library: bool = False,
            implicit_gemm: Callable[[Eqn], bool] | None = None) -> Jaxpr:
     """`jaxpr` with every equation in EXPANDERS rewritten (module docstring); `jaxpr`
     itself when there is none. `native_library`: the backend has native library calls
-    (llvm), so a sort or cumulative op of a dtype it computes natively stays.
+    (llvm), so a sort, top_k or cumulative op of a dtype it computes natively stays.
     `implicit_gemm`: which products may read conv_patches from the image
     (fuse_patches.py); those patches are not expanded."""
     if implicit_gemm is not None:

@@ -13,6 +13,7 @@ jaxpr has no constvars.
 - sort: a bitonic network over the last axis padded to a power of two. Each element carries
   its original position; the order is (is padding, key, position) lexicographically, with
   NaN the largest key, so the network's result is the stable sort of `_stable_argsort`.
+- top_k: that sort (itself expanded where the backend has no native one), then the first k.
 - conv_patches: pad, one strided slice per kernel tap, concatenated (conv_ops.windows);
   conv_patches_transpose: one pad per tap, summed, cropped.
 """
@@ -211,6 +212,13 @@ def bitonic_sort(x: Any, *, descending: bool) -> list[Any]:
     values = P.slice_(key, (0,) * x.ndim, limit)
     return [P.convert(values, x.dtype) if values.dtype != x.dtype else values,
             P.slice_(pos, (0,) * x.ndim, limit)]
+
+
+def top_k_by_sort(x: Any, *, k: int, descending: bool) -> list[Any]:
+    """The expansion of top_k: the first k entries of sort's values and indices."""
+    values, indices = P.sort(x, descending)
+    start, limit = (0,) * x.ndim, (*x.shape[:-1], k)
+    return [P.slice_(values, start, limit), P.slice_(indices, start, limit)]
 
 
 def patches_by_slices(x: Any, *, kernel: tuple[int, ...], stride: tuple[int, ...],

@@ -37,8 +37,8 @@ Fusion rules:
 
 - scan, while and cond are `ControlStep`s: their sub-jaxprs compile for the same backend
   (schedule/control_flow.py; on llvm a qualifying loop is one native driver call, llvm/loops.py).
-- argmax, cumulative ops, sort, nested calls and non-BLAS dot_general never reach the
-  schedule: schedule/expand.py rewrites them into the primitives above first.
+- argmax, cumulative ops, sort, top_k (but native ones on llvm), nested calls and non-BLAS
+  dot_general never reach the schedule: schedule/expand.py rewrites them first.
 
 HOST STEPS remain only for linalg on opencl (no LAPACK there), half-precision linalg,
 bitcasts of bool/float16/bfloat16, and float16 on a CPU without F16C; they
@@ -74,7 +74,7 @@ COSTLY = frozenset({"exp", "log", "sin", "cos", "tan", "tanh", "logistic", "log1
 MAX_CONCAT_INPUTS = 16
 MAX_KERNEL_BUFFERS = 64  # a kernel's buffers at most (OpenCL guarantees 1 KB of arguments)
 LINALG = frozenset({"cholesky", "triangular_solve", "lu", "qr", "svd"})
-SEQUENCE_OPS = frozenset({"sort", "cumsum", "cumprod", "cummax", "cummin"})
+SEQUENCE_OPS = frozenset({"sort", "top_k", "cumsum", "cumprod", "cummax", "cummin"})
 NATIVE_SEQUENCE_DTYPES = (dtypes.float32, dtypes.float64, dtypes.int32, dtypes.int64,
                           dtypes.uint32, dtypes.uint64)
 NATIVE_SORT_DTYPES = NATIVE_SEQUENCE_DTYPES + (dtypes.float16, dtypes.bfloat16, dtypes.int8,
@@ -231,11 +231,11 @@ def host_reason(eqn: Eqn, half_native: bool = True, native_linalg: bool = True
 
 
 def native_sequence_applies(eqn: Eqn, native_library: bool = True) -> bool:
-    """Whether a sort or cumulative op is one native library call (llvm/sequences.py) on a
-    backend with library calls; others are expanded (schedule/expand.py)."""
-    dtype = eqn.inputs[0].aval.dtype
-    return native_library and eqn.primitive.name in SEQUENCE_OPS and dtype in (
-        NATIVE_SORT_DTYPES if eqn.primitive.name == "sort" else NATIVE_SEQUENCE_DTYPES)
+    """Whether a sort, top_k or cumulative op is one native library call (llvm/sequences.py)
+    on a backend with library calls; others are expanded (schedule/expand.py)."""
+    dtype, name = eqn.inputs[0].aval.dtype, eqn.primitive.name
+    return native_library and name in SEQUENCE_OPS and dtype in (
+        NATIVE_SORT_DTYPES if name in ("sort", "top_k") else NATIVE_SEQUENCE_DTYPES)
 
 
 def linalg_reason(eqn: Eqn, native_linalg: bool) -> str | None:

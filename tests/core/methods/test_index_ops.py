@@ -10,7 +10,7 @@ import pytest
 
 import fgrad
 from fgrad import Tensor, dtypes
-from fgrad.core.prims.sort import sort_p
+from fgrad.core.prims.sort import sort_p, top_k, top_k_p
 from fgrad.core.staging import eval_jaxpr
 
 FIX = np.load(Path(__file__).parent / "fixtures" / "movement_ops.npz")
@@ -427,3 +427,71 @@ def test_sort_primitive_rules():
         sort_p.abstract_eval(ShapedArray((), dtypes.float32), descending=False)
     for rule in ("abstract_eval", "impl", "jvp", "batch"):
         assert sort_p.rule(rule) is not None
+
+
+def test_top_k_primitive_rules():
+    from fgrad.core.ir import ShapedArray
+    outs = top_k_p.abstract_eval(ShapedArray((2, 3, 7), dtypes.bfloat16), k=4, descending=True)
+    assert [o.shape for o in outs] == [(2, 3, 4), (2, 3, 4)]
+    assert [o.dtype for o in outs] == [dtypes.bfloat16, dtypes.int32]
+    with pytest.raises(ValueError, match=r"top_k: the operand must have at least one axis.*"
+                                         r"reshape a 0-d Tensor to \(1,\)"):
+        top_k_p.abstract_eval(ShapedArray((), dtypes.float32), k=0, descending=True)
+    with pytest.raises(ValueError, match=r"top_k: k=8 is out of range for an operand of shape "
+                                         r"\(2, 7\).*pass 0 <= k <= 7"):
+        top_k_p.abstract_eval(ShapedArray((2, 7), dtypes.float32), k=8, descending=True)
+    with pytest.raises(ValueError, match="top_k: k=-1 is out of range"):
+        top_k_p.abstract_eval(ShapedArray((7,), dtypes.float32), k=-1, descending=False)
+    with pytest.raises(ValueError, match="top_k: k must be an int, got float"):
+        top_k(Tensor([1.0, 2.0]), 1.5)
+    for rule in ("abstract_eval", "impl", "jvp", "batch"):
+        assert top_k_p.rule(rule) is not None
+
+
+@pytest.mark.parametrize("descending", [False, True])
+def test_top_k_impl_is_the_head_of_numpy_stable_argsort(descending):
+    x = RNG.integers(-2, 3, (3, 4, 11)).astype(np.float32)
+    x[0, 0, ::3] = np.nan
+    x[1, 2, :4] = [-0.0, 0.0, -0.0, 0.0]
+    values, indices = top_k(Tensor(x), 5, descending)
+    key = np.where(np.isnan(x), np.inf, x) + 0.0   # NaN largest (x has no inf), -0.0 as 0.0
+    want = np.argsort(-key if descending else key, axis=-1, kind="stable")[..., :5]
+    np.testing.assert_array_equal(indices.numpy(), want)
+    np.testing.assert_array_equal(np.signbit(values.numpy()),
+                                  np.signbit(np.take_along_axis(x, want, -1)))
+
+
+@needs_grad
+@pytest.mark.parametrize("backend", [None, "llvm"])
+def test_topk_grad_matches_finite_differences(backend):
+    """d/dx sum(w * topk(x).values), eager and under jit, against central differences."""
+    import fgrad.lower  # noqa: F401  (the llvm compiler)
+    x = RNG.permutation(60).reshape(4, 15) * 0.5 + RNG.uniform(0, 0.1, (4, 15))
+    w = RNG.standard_normal((4, 3))
+
+    def loss(a):
+        return (a.topk(3, dim=1)[0] * Tensor(w)).sum()
+    grad = fgrad.grad(loss)
+    g = (fgrad.jit(grad, backend=backend) if backend else grad)(Tensor(x)).numpy()
+    eps, fd = 1e-4, np.zeros_like(x)
+    for p in np.ndindex(*x.shape):
+        up, down = x.copy(), x.copy()
+        up[p] += eps
+        down[p] -= eps
+        fd[p] = (loss(Tensor(up)).item() - loss(Tensor(down)).item()) / (2 * eps)
+    np.testing.assert_allclose(g, fd, atol=1e-6)
+
+
+@needs_vmap
+@pytest.mark.parametrize("in_axis", [0, 1])
+def test_topk_batch_rule_matches_loop(in_axis):
+    x = RNG.integers(0, 4, (3, 6)).astype(np.float32)
+    eager = fgrad.vmap(lambda r: r.topk(2, largest=False), in_axes=in_axis)
+    jitted = fgrad.jit(fgrad.vmap(lambda r: r.topk(2), in_axes=in_axis), backend="llvm")
+    for fn, largest in ((eager, False), (jitted, True)):
+        values, indices = fn(Tensor(x))
+        rows = x if in_axis == 0 else x.T
+        for r, v, i in zip(rows, values.numpy(), indices.numpy(), strict=True):
+            want = np.argsort(-r if largest else r, kind="stable")[:2]
+            np.testing.assert_array_equal(i, want)
+            np.testing.assert_array_equal(v, r[want])

@@ -3,9 +3,10 @@
 argmax/argmin (ties, NaN, each axis, int/bool/half inputs), cumsum/cumprod/cummax/cummin
 (each axis, reverse, lengths 1..1000, int/bool/float dtypes), sort (stable, both
 directions, NaN, signed zeros, padding to a power of two, batched rows, int dtypes, the
-Tensor sort/argsort/topk API), and the inlined call-like primitives (nested jit,
-checkpoint, custom_jvp, custom_vjp) under jit and jit(grad). The llvm plan of each has no
-host step; custom_lin raises its TypeError when compiled.
+Tensor sort/argsort/topk API), top_k (a sort and a slice; on llvm a native selection: k
+from 0 to n, dtypes, sorted rows, topk along each dim), and the inlined call-like
+primitives (nested jit, checkpoint, custom_jvp, custom_vjp) under jit and jit(grad). The
+llvm plan of each has no host step; custom_lin raises its TypeError when compiled.
 """
 from __future__ import annotations
 
@@ -236,6 +237,50 @@ def test_sort_tensor_api(jit_backend: str) -> None:
     want_top, want_top_idx = sort_reference(x, True)
     same(top, want_top[..., :3])
     same(top_idx, want_top_idx[..., :3])
+
+
+# ---------------------------------------------------------------------------- top_k
+
+
+def check_top_k(x: np.ndarray, k: int, descending: bool) -> None:
+    """top_k under jit equals the head of the stable sort reference."""
+    values, indices = fgrad.jit(lambda t: P.top_k(t, k, descending))(Tensor(x))
+    want_values, want_indices = sort_reference(x, descending)
+    same(indices, np.ascontiguousarray(want_indices[..., :k]))
+    same(values, np.ascontiguousarray(want_values[..., :k]))
+
+
+@pytest.mark.parametrize("n", [1, 5, 13, 100])
+@pytest.mark.parametrize("descending", [False, True])
+def test_top_k_lengths(jit_backend: str, n: int, descending: bool) -> None:
+    x = sort_input((3, n), "float32")
+    for k in sorted({0, 1, n // 2, n}):
+        check_top_k(x, k, descending)
+
+
+@pytest.mark.parametrize("dtype", ["int32", "int8", "uint8", "int64", "bool", "float16",
+                                   "float64"])
+def test_top_k_dtypes(jit_backend: str, dtype: str) -> None:
+    for descending in (False, True):
+        check_top_k(sort_input((2, 3, 40), dtype), 3, descending)
+
+
+def test_top_k_sorted_rows(jit_backend: str) -> None:
+    """Rows in and against the direction (on llvm every element enters the selection)."""
+    row = np.sort(sort_input((300,), "float32"))
+    x = np.stack([row, row[::-1]])
+    for descending in (False, True):
+        check_top_k(x, 4, descending)
+
+
+@pytest.mark.parametrize("dim", [0, 1, -1])
+@pytest.mark.parametrize("largest", [True, False])
+def test_topk_tensor_api_dims(jit_backend: str, dim: int, largest: bool) -> None:
+    x = sort_input((6, 4, 5), "float32")
+    values, indices = fgrad.jit(lambda t: t.topk(3, dim=dim, largest=largest))(Tensor(x))
+    want_v, want_i = sort_reference(np.moveaxis(x, dim, -1), largest)
+    same(values, np.ascontiguousarray(np.moveaxis(want_v[..., :3], -1, dim)))
+    same(indices, np.ascontiguousarray(np.moveaxis(want_i[..., :3], -1, dim)))
 
 
 # ---------------------------------------------------------------------------- call-like
