@@ -9,6 +9,7 @@ from fgrad.lax.conv import conv_general_dilated
 from fgrad.lax.dynamic import (dynamic_index_in_dim, dynamic_slice, dynamic_slice_in_dim,
                                dynamic_update_index_in_dim, dynamic_update_slice,
                                dynamic_update_slice_in_dim)
+from fgrad.lax.sorting import top_k
 from fgrad.transforms.autodiff import stop_gradient
 from fgrad.transforms.control.cond import cond, switch
 from fgrad.transforms.control.scan import scan
@@ -20,4 +21,4 @@ __all__ = ["cond", "switch", "scan", "while_loop", "fori_loop", "broadcast_in_di
            "select", "slice_", "stop_gradient", "transpose", "conv_general_dilated",
            "dynamic_index_in_dim", "dynamic_slice", "dynamic_slice_in_dim",
            "dynamic_update_index_in_dim", "dynamic_update_slice", "dynamic_update_slice_in_dim",
-           "all_gather", "axis_index", "pmax", "pmean", "pmin", "psum"]
+           "all_gather", "axis_index", "pmax", "pmean", "pmin", "psum", "top_k"]

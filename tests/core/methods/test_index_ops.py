@@ -495,3 +495,18 @@ def test_topk_batch_rule_matches_loop(in_axis):
             want = np.argsort(-r if largest else r, kind="stable")[:2]
             np.testing.assert_array_equal(i, want)
             np.testing.assert_array_equal(v, r[want])
+
+
+@pytest.mark.parametrize("jitted", [False, True])
+def test_lax_top_k_matches_numpy_largest_first(jitted):
+    """fgrad.lax.top_k (JAX's signature): the k largest along the last axis, ties in
+    original order, NaN largest; against NumPy's stable argsort of the negated keys."""
+    x = np.array([[3.0, 1.0, np.nan, 3.0, 2.0], [0.0, -1.0, 5.0, 5.0, -0.0]], np.float32)
+    fn = fgrad.jit(lambda a: fgrad.lax.top_k(a, 3)) if jitted else \
+        (lambda a: fgrad.lax.top_k(a, 3))
+    values, indices = fn(Tensor(x) if jitted else x)
+    keys = np.where(np.isnan(x), -np.inf, -x)
+    want = np.argsort(keys, axis=-1, kind="stable")[:, :3]
+    np.testing.assert_array_equal(indices.numpy(), want)
+    np.testing.assert_array_equal(values.numpy(), np.take_along_axis(x, want, -1))
+    assert indices.numpy().dtype == np.int32
