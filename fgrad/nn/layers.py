@@ -20,7 +20,7 @@ from typing import Any, cast
 
 from fgrad import random
 from fgrad.core.dtypes import dtypes
-from fgrad.core.tensor import Tensor
+from fgrad.core.tensor import Tensor, as_tensor
 from fgrad.nn.module import Module
 
 __all__ = [
@@ -81,7 +81,7 @@ class Linear(Module):
 
     def __call__(self, x: Tensor) -> Tensor:
         """Apply the layer to the last axis of `x`."""
-        return x.linear(self.weight.T, self.bias)
+        return as_tensor(x).linear(self.weight.T, self.bias)
 
 
 class Conv2d(Module):
@@ -120,7 +120,7 @@ class Conv2d(Module):
 
     def __call__(self, x: Tensor) -> Tensor:
         """Convolve `x` of shape (N, C_in, *spatial) (or unbatched (C_in, *spatial))."""
-        return x.conv2d(self.weight, self.bias, self.groups, self.stride, self.dilation,
+        return as_tensor(x).conv2d(self.weight, self.bias, self.groups, self.stride, self.dilation,
                         self.padding)
 
 
@@ -153,7 +153,7 @@ class ConvTranspose2d(Conv2d):
 
     def __call__(self, x: Tensor) -> Tensor:
         """Transposed convolution of `x` of shape (N, C_in, *spatial)."""
-        return x.conv_transpose2d(self.weight, self.bias, self.groups, self.stride,
+        return as_tensor(x).conv_transpose2d(self.weight, self.bias, self.groups, self.stride,
                                   self.dilation, self.padding, self.output_padding)
 
 
@@ -199,6 +199,7 @@ class BatchNorm(Module):
 
     def __call__(self, x: Tensor, *, training: bool) -> tuple[Tensor, BatchNorm]:
         """`(y, new_module)`; see the class docstring."""
+        x = as_tensor(x)
         self._check_input(x)
         axes = tuple(i for i in range(x.ndim) if i != 1)
         if training or not self.track_running_stats:
@@ -258,6 +259,7 @@ class GroupNorm(Module):
 
     def __call__(self, x: Tensor) -> Tensor:
         """Normalize `x` of shape (N, num_channels, *spatial)."""
+        x = as_tensor(x)
         if x.ndim < 2 or x.shape[1] != self.num_channels:
             raise ValueError(f"GroupNorm: expected (N, {self.num_channels}, *spatial), got "
                              f"shape {tuple(x.shape)}")
@@ -279,6 +281,7 @@ class InstanceNorm(Module):
 
     def __call__(self, x: Tensor) -> Tensor:
         """Normalize `x` of shape (N, num_features, *spatial)."""
+        x = as_tensor(x)
         if x.ndim < 3 or x.shape[1] != self.num_features:
             raise ValueError(f"InstanceNorm: expected (N, {self.num_features}, *spatial), got "
                              f"shape {tuple(x.shape)}")
@@ -302,7 +305,7 @@ class LayerNorm(Module):
 
     def __call__(self, x: Tensor) -> Tensor:
         """Normalize `x` whose trailing axes are `normalized_shape`."""
-        n = len(self.normalized_shape)
+        n, x = len(self.normalized_shape), as_tensor(x)
         if tuple(x.shape[x.ndim - n:]) != self.normalized_shape or x.ndim < n:
             raise ValueError(f"{type(self).__name__}: input shape {tuple(x.shape)} does not end "
                              f"with normalized_shape {self.normalized_shape}")
@@ -317,7 +320,7 @@ class LayerNorm2d(LayerNorm):
 
     def __call__(self, x: Tensor) -> Tensor:
         """Normalize each pixel of `x` (N, C, H, W) across its C channels."""
-        return super().__call__(x.permute(0, 2, 3, 1)).permute(0, 3, 1, 2)
+        return super().__call__(as_tensor(x).permute(0, 2, 3, 1)).permute(0, 3, 1, 2)
 
 
 class RMSNorm(Module):
@@ -330,6 +333,7 @@ class RMSNorm(Module):
 
     def __call__(self, x: Tensor) -> Tensor:
         """Normalize the last axis of `x` (computed in float32 for 16-bit inputs)."""
+        x = as_tensor(x)
         xf = x.float() if x.dtype in (dtypes.half, dtypes.bfloat16) else x
         normed = xf * (xf.square().mean(-1, keepdim=True) + self.eps).rsqrt()
         return normed.cast(x.dtype) * self.weight
@@ -375,6 +379,7 @@ class Dropout(Module):
 
     def __call__(self, x: Tensor, *, training: bool, key: Tensor | None = None) -> Tensor:
         """Apply dropout (training) or nothing (evaluation)."""
+        x = as_tensor(x)
         if not training or self.p == 0:
             return x
         if key is None:
@@ -391,7 +396,7 @@ class Lambda(Module):
 
     def __call__(self, x: Tensor) -> Tensor:
         """fn(x)."""
-        return self.fn(x)
+        return self.fn(as_tensor(x))
 
 
 class Sequential(Module):
@@ -436,7 +441,7 @@ class Sequential(Module):
         n_random = sum(layer.needs_key for layer in self.layers)
         keys = iter(split_key(key, n_random) if training and key is not None and n_random
                     else [None] * n_random)
-        new_layers = []
+        new_layers, x = [], as_tensor(x)
         for layer in self.layers:
             kwargs: dict[str, Any] = {}
             if layer.stateful or layer.needs_key:

@@ -6,7 +6,7 @@ batch-first: (..., L, E).
 """
 from __future__ import annotations
 
-from fgrad.core.tensor import Tensor
+from fgrad.core.tensor import Tensor, as_tensor
 from fgrad.nn.layers import Linear, split_key
 from fgrad.nn.module import Module
 
@@ -53,8 +53,9 @@ class MultiHeadAttention(Module):
         as `scaled_dot_product_attention`; the opposite of torch's MHA) or additive float.
         With dropout > 0 pass `training=`; training needs `dropout_key=`. Returns (..., L, E).
         """
-        key = query if key is None else key
-        value = key if value is None else value
+        query = as_tensor(query)
+        key = query if key is None else as_tensor(key)
+        value = key if value is None else as_tensor(value)
         if query.shape[-1] != self.embed_dim:
             raise ValueError(f"MultiHeadAttention: query has {query.shape[-1]} features, "
                              f"expected embed_dim={self.embed_dim}")

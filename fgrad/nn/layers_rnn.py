@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 
-from fgrad.core.tensor import Tensor
+from fgrad.core.tensor import Tensor, as_tensor
 from fgrad.nn.layers import split_key
 from fgrad.nn.module import Module
 
@@ -43,10 +43,11 @@ class LSTMCell(Module):
     def __call__(self, x: Tensor, hc: tuple[Tensor, Tensor] | None = None
                  ) -> tuple[Tensor, Tensor]:
         """One step on `x` (batch, input_size) or (input_size,); hc defaults to zeros."""
+        x = as_tensor(x)
         if hc is None:
             zeros = _zero_state(x, self.weight_hh.shape[1])
             hc = (zeros, zeros)
-        h, c = hc
+        h, c = as_tensor(hc[0]), as_tensor(hc[1])
         gates = x.linear(self.weight_ih.T, self.bias_ih) + h.linear(self.weight_hh.T,
                                                                      self.bias_hh)
         i, f, g, o = gates.chunk(4, dim=-1)
@@ -80,8 +81,8 @@ class GRUCell(Module):
 
     def __call__(self, x: Tensor, h: Tensor | None = None) -> Tensor:
         """One step on `x` (batch, input_size) or (input_size,); h defaults to zeros."""
-        if h is None:
-            h = _zero_state(x, self.weight_hh.shape[1])
+        x = as_tensor(x)
+        h = _zero_state(x, self.weight_hh.shape[1]) if h is None else as_tensor(h)
         r_i, z_i, n_i = x.linear(self.weight_ih.T, self.bias_ih).chunk(3, dim=-1)
         r_h, z_h, n_h = h.linear(self.weight_hh.T, self.bias_hh).chunk(3, dim=-1)
         r = (r_i + r_h).sigmoid()

@@ -72,7 +72,7 @@ def vjp(fn: Callable[..., Any], *primals: Any, has_aux: bool = False) -> Any:
 
     def vjp_fn(ct: Any) -> tuple[Any, ...]:
         ct_leaves, ct_tree = tree_util.tree_flatten(ct)
-        ct_leaves = [as_tensor(c) if isinstance(c, (int, float)) else c for c in ct_leaves]
+        ct_leaves = [c if isinstance(c, Tensor) else as_tensor(c) for c in ct_leaves]
         if ct_tree != out_tree:
             raise ValueError(f"vjp_fn: cotangent structure {ct_tree} differs from the output "
                              f"structure {out_tree}")

@@ -154,6 +154,16 @@ def test_vjp_pytree_outputs_and_aux() -> None:
         vjp_fn((T(1.0), T(Y)))
 
 
+def test_vjp_takes_numpy_cotangents() -> None:
+    """Cotangents may be NumPy arrays and Python scalars, as in JAX."""
+    _, vjp_fn = fgrad.vjp(lambda a, b: {"s": (a * b).sum(), "v": a.exp()}, T(X), T(Y))
+    ga, gb = vjp_fn({"s": 2.0, "v": np.asarray(Y)})
+    close(ga, 2 * Y + Y * np.exp(X))
+    close(gb, 2 * X)
+    with pytest.raises(ValueError, match="cotangent shape"):
+        vjp_fn({"s": 2.0, "v": np.asarray(Y[:1])})
+
+
 def test_linearize_matches_jvp_and_is_reusable() -> None:
     def f(a: Tensor, b: Tensor) -> Tensor:
         return a.sin() * b + a * a
