@@ -12,6 +12,7 @@ from typing import Any, Callable, NamedTuple
 
 from fgrad.core.dtypes import dtypes
 from fgrad.core.tensor import Tensor, as_tensor
+from fgrad.core import tree_util
 from fgrad.core.tree_util import tree_map
 
 Schedule = Callable[[Tensor], Tensor]
@@ -24,6 +25,27 @@ class GradientTransformation(NamedTuple):
 
     init: Callable[[Any], Any]
     update: Callable[..., tuple[Any, Any]]
+
+
+def tensor_tree(tree: Any) -> Any:
+    """`tree` with every leaf a Tensor: NumPy arrays and Python numbers are converted, as
+    Optax's functions take any array-like (`tree` itself when every leaf already is one)."""
+    leaves, treedef = tree_util.tree_flatten(tree)
+    if all(isinstance(x, Tensor) for x in leaves):
+        return tree
+    return treedef.unflatten(as_tensor(x) for x in leaves)
+
+
+def transformation(init: Callable[[Any], Any], update: Callable[..., tuple[Any, Any]]
+                   ) -> GradientTransformation:
+    """`GradientTransformation(init, update)` whose functions also take params and grads
+    with NumPy leaves (converted by `tensor_tree` before `init` / `update` see them)."""
+    def init_any(params: Any) -> Any:
+        return init(tensor_tree(params))
+
+    def update_any(grads: Any, state: Any, params: Any = None) -> tuple[Any, Any]:
+        return update(tensor_tree(grads), state, None if params is None else tensor_tree(params))
+    return GradientTransformation(init_any, update_any)
 
 
 class EmptyState(NamedTuple):
@@ -95,7 +117,7 @@ def identity() -> GradientTransformation:
 
     def update(grads: Any, state: EmptyState, params: Any = None) -> tuple[Any, EmptyState]:
         return grads, state
-    return GradientTransformation(init, update)
+    return transformation(init, update)
 
 
 def chain(*transforms: GradientTransformation) -> GradientTransformation:
@@ -113,13 +135,14 @@ def chain(*transforms: GradientTransformation) -> GradientTransformation:
             grads, s = t.update(grads, s, params)
             new_state.append(s)
         return grads, tuple(new_state)
-    return GradientTransformation(init, update)
+    return transformation(init, update)
 
 
 def apply_updates(params: Any, updates: Any) -> Any:
     """`params + updates` leafwise, keeping each parameter's dtype; non-trainable leaves
     (`fgrad.nn.trainable_mask`, e.g. BatchNorm's running statistics) stay as they are."""
     from fgrad.optim.masking import keep_non_trainable
+    params, updates = tensor_tree(params), tensor_tree(updates)
     return keep_non_trainable(params, tree_map(lambda p, u: cast_like(p + u, p), params, updates))
 
 
@@ -133,7 +156,7 @@ def scale_by_schedule(step_size_fn: Schedule) -> GradientTransformation:
         step = scalar(step_size_fn(state.count), "step_size_fn(count)")
         updates = tree_map(lambda g: cast_like(g * step, g), grads)
         return updates, ScaleByScheduleState(state.count + 1)
-    return GradientTransformation(init, update)
+    return transformation(init, update)
 
 
 # --------------------------------------------------------------------------- hyperparameters
@@ -175,7 +198,7 @@ def inject_hyperparams(build: Callable[..., GradientTransformation]
             updates = zero_non_trainable(updates, grads)
             return updates, InjectHyperparamsState(state.count + 1, state.hyperparams, values,
                                                    inner)
-        return GradientTransformation(init, update)
+        return transformation(init, update)
     return make
 
 

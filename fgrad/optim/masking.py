@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Any, Hashable, NamedTuple
 
 from fgrad.core import tree_util
-from fgrad.optim.base import EmptyState, GradientTransformation
+from fgrad.optim.base import EmptyState, GradientTransformation, transformation
 
 __all__ = ["MaskedNode", "MaskedState", "MultiTransformState", "masked", "multi_transform",
            "set_to_zero", "zero_non_trainable"]
@@ -72,7 +72,7 @@ def masked(inner: GradientTransformation, mask: Any) -> GradientTransformation:
         leaves, treedef = tree_util.tree_flatten(grads)
         merged = [n if f else g for n, g, f in zip(new_leaves, leaves, flags)]
         return treedef.unflatten(merged), MaskedState(inner_state)
-    return GradientTransformation(init, update)
+    return transformation(init, update)
 
 
 def set_to_zero() -> GradientTransformation:
@@ -82,7 +82,7 @@ def set_to_zero() -> GradientTransformation:
 
     def update(grads: Any, state: EmptyState, params: Any = None) -> tuple[Any, EmptyState]:
         return tree_util.tree_map(lambda g: g.zeros_like(), grads), state
-    return GradientTransformation(init, update)
+    return transformation(init, update)
 
 
 def multi_transform(transforms: dict[Hashable, GradientTransformation],
@@ -113,7 +113,7 @@ def multi_transform(transforms: dict[Hashable, GradientTransformation],
             step = masked(t, lambda _, k=k: _unflat(grads, sel[k]))
             grads, new_states[k] = step.update(grads, state.inner_states[k], params)
         return grads, MultiTransformState(new_states)
-    return GradientTransformation(init, update)
+    return transformation(init, update)
 
 
 def _unflat(like: Any, flags: list[bool]) -> Any:

@@ -14,7 +14,7 @@ from typing import Any
 from fgrad.core.tensor import Tensor
 from fgrad.core.tree_util import tree_map
 from fgrad.optim.base import (EmptyState, GradientTransformation, ScalarOrSchedule, cast_like,
-                              chain, inject_hyperparams, require_params)
+                              chain, inject_hyperparams, require_params, transformation)
 from fgrad.optim.transforms import (Scalar, TraceState, add_decayed_weights, scale,
                                     scale_by_adam, scale_by_lion, scale_by_rms, scale_by_rss,
                                     scale_by_trust_ratio, trace)
@@ -72,7 +72,7 @@ def _lars(lr: Scalar, weight_decay: Scalar | None = None, momentum: Scalar | Non
         if not classic:
             grads = _times(grads, rate)
         return tree_map(lambda u: -u, grads), state
-    return GradientTransformation(init, update)
+    return transformation(init, update)
 
 
 def _times(tree: Any, factor: Any) -> Any:

@@ -11,10 +11,11 @@ from typing import Any, Callable, NamedTuple
 
 from fgrad.core.dtypes import dtypes
 from fgrad.core.prims.elementwise import expm1_p
-from fgrad.core.tensor import Tensor
+from fgrad.core.tensor import Tensor, as_tensor
 from fgrad.core.tree_util import tree_flatten, tree_leaves, tree_map
 from fgrad.optim.base import (EmptyState, GradientTransformation, ScalarOrSchedule, cast_like,
-                              require_params, scale_by_schedule, step_count, zeros_like_tree)
+                              require_params, scale_by_schedule, step_count, transformation,
+                              zeros_like_tree)
 
 Scalar = float | Tensor
 
@@ -68,7 +69,7 @@ def _stateless(fn: Callable[[Any, Any], Any]) -> GradientTransformation:
 
     def update(grads: Any, state: EmptyState, params: Any = None) -> tuple[Any, EmptyState]:
         return fn(grads, params), state
-    return GradientTransformation(init, update)
+    return transformation(init, update)
 
 
 def _ema(decay: Scalar, old: Tensor, new: Tensor) -> Tensor:
@@ -114,7 +115,7 @@ def add_decayed_weights(weight_decay: Scalar, mask: Any = None) -> GradientTrans
 
 def global_norm(tree: Any) -> Tensor:
     """The L2 norm of all leaves of `tree` taken together (float32)."""
-    squares = [x.float().square().sum() for x in tree_leaves(tree)]
+    squares = [as_tensor(x).float().square().sum() for x in tree_leaves(tree)]
     if not squares:
         return Tensor(0.0)
     total = squares[0]
@@ -163,7 +164,7 @@ def trace(decay: Scalar, nesterov: bool = False) -> GradientTransformation:
         new = tree_map(lambda g, b: cast_like(decay * b + g, b), grads, state.trace)
         out = tree_map(lambda g, b: cast_like(g + decay * b, g), grads, new) if nesterov else new
         return out, TraceState(new)
-    return GradientTransformation(init, update)
+    return transformation(init, update)
 
 
 def one_minus_power(b: Scalar, t: Tensor) -> Tensor:
@@ -194,7 +195,7 @@ def scale_by_adam(b1: Scalar = 0.9, b2: Scalar = 0.999, eps: Scalar = 1e-8
         updates = tree_map(lambda g, m, v: cast_like((m / c1) / ((v / c2).sqrt() + eps), g),
                            grads, mu, nu)
         return updates, ScaleByAdamState(count, mu, nu)
-    return GradientTransformation(init, update)
+    return transformation(init, update)
 
 
 def scale_by_rms(alpha: Scalar = 0.99, eps: Scalar = 1e-8, centered: bool = False
@@ -214,7 +215,7 @@ def scale_by_rms(alpha: Scalar = 0.99, eps: Scalar = 1e-8, centered: bool = Fals
         var = tree_map(lambda v, m: v - m * m, nu, mu) if centered else nu
         updates = tree_map(lambda g, v: cast_like(g / (v.sqrt() + eps), g), grads, var)
         return updates, ScaleByRmsState(mu, nu)
-    return GradientTransformation(init, update)
+    return transformation(init, update)
 
 
 def scale_by_rss(initial_accumulator_value: float = 0.0, eps: Scalar = 1e-10
@@ -229,7 +230,7 @@ def scale_by_rss(initial_accumulator_value: float = 0.0, eps: Scalar = 1e-10
         sums = tree_map(lambda g, s: cast_like(s + g * g, s), grads, state.sum_of_squares)
         updates = tree_map(lambda g, s: cast_like(g / (s.sqrt() + eps), g), grads, sums)
         return updates, ScaleByRssState(sums)
-    return GradientTransformation(init, update)
+    return transformation(init, update)
 
 
 def scale_by_lion(b1: Scalar = 0.9, b2: Scalar = 0.99) -> GradientTransformation:
@@ -242,7 +243,7 @@ def scale_by_lion(b1: Scalar = 0.9, b2: Scalar = 0.99) -> GradientTransformation
         updates = tree_map(lambda g, m: cast_like(_ema(b1, m, g).sign(), g), grads, state.mu)
         mu = tree_map(lambda g, m: _ema(b2, m, g), grads, state.mu)
         return updates, ScaleByLionState(mu)
-    return GradientTransformation(init, update)
+    return transformation(init, update)
 
 
 # --------------------------------------------------------------------------- accumulation
@@ -273,7 +274,7 @@ def MultiSteps(opt: GradientTransformation, every_k: int) -> GradientTransformat
         mini_step = emit.where(0, state.mini_step + 1)
         gradient_step = state.gradient_step + emit.cast(dtypes.int32)
         return updates, MultiStepsState(mini_step, gradient_step, inner, acc)
-    return GradientTransformation(init, update)
+    return transformation(init, update)
 
 
 def accumulate(opt: GradientTransformation, k: int) -> GradientTransformation:
