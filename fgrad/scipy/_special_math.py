@@ -224,7 +224,7 @@ def _ndtri_impl(p: Tensor) -> Tensor:
     a = _inverse_erf(mag, (2.0 * tail).log())
     out = lower.where(-a, a) * math.sqrt(2.0)
     edge = (w64 == 0.0).where(-math.inf, (w64 == 1.0).where(math.inf, math.nan))
-    return _back(inside.where(out, edge), p)
+    return inside.where(_back(out, p), _back(edge, p))
 
 
 @custom_jvp

@@ -254,3 +254,36 @@ def test_stats_gradients() -> None:
     gd = fgrad.grad(lambda d: fsp.stats.t.logpdf(0.7, d).sum())(Tensor(df)).numpy()
     fd = (st.t.logpdf(0.7, df + 1e-6) - st.t.logpdf(0.7, df - 1e-6)) / 2e-6
     np.testing.assert_allclose(gd, fd, rtol=1e-6)
+
+
+def _special_functions() -> list[str]:
+    import inspect
+
+    import fgrad.scipy.special as fsp_special
+    names = []
+    for name, fn in vars(fsp_special).items():
+        if name.startswith("_") or not inspect.isfunction(fn):
+            continue
+        if fn.__module__ == fsp_special.__name__:
+            names.append(name)
+    return sorted(names)
+
+
+@pytest.mark.parametrize("name", _special_functions())
+def test_special_function_of_float32_stays_float32_without_warnings(name: str) -> None:
+    """No float64 intermediate leaks into a float32 call (ndtri's edge values once did)."""
+    import inspect
+    import warnings
+
+    import fgrad.scipy.special as fsp_special
+    fn = getattr(fsp_special, name)
+    required = [p for p in inspect.signature(fn).parameters.values()
+                if p.default is inspect.Parameter.empty and p.kind in (
+                    inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+    x = np.array([0.25, 0.5, 0.75], np.float32)
+    args = [1 if p.name == "n" else x for p in required]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out = fn(*args)
+    outs = out if isinstance(out, tuple) else (out,)
+    assert all(o.dtype == fgrad.dtypes.float32 for o in outs), [o.dtype for o in outs]
