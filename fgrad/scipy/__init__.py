@@ -1,4 +1,5 @@
-"""fgrad.scipy: jax.scipy's special, linalg and stats functions over fgrad Tensors."""
-from fgrad.scipy import linalg, special, stats
+"""fgrad.scipy: jax.scipy's special, linalg, stats and optimize functions over fgrad
+Tensors."""
+from fgrad.scipy import linalg, optimize, special, stats
 
-__all__ = ["linalg", "special", "stats"]
+__all__ = ["linalg", "optimize", "special", "stats"]
