@@ -16,8 +16,9 @@ MAX_MODULE_LINES = 600
 # The layers from the bottom up: a subpackage may import only those below it.
 LAYERS = [{"fgrad.flags", "fgrad.profiler"}, {"fgrad.config"}, {"fgrad.core"},
           {"fgrad.transforms"}, {"fgrad.random", "fgrad.lax", "fgrad.numpy", "fgrad.distributed",
-                                 "fgrad.debug", "fgrad.tree"},
-          {"fgrad.scipy"}, {"fgrad.lower"}, {"fgrad.nn"}, {"fgrad.optim"}]
+                                 "fgrad.debug", "fgrad.tree", "fgrad.flatten_util"},
+          {"fgrad.scipy"}, {"fgrad.lower"}, {"fgrad.nn"}, {"fgrad.optim"},
+          {"fgrad.example_libraries"}]
 
 
 def _module_name(path: pathlib.Path) -> str:
