@@ -1,24 +1,69 @@
-"""`fgrad.lax`: structured control flow (cond, switch, scan, while_loop, fori_loop) and the
-primitive-level operations (JAX's lax), for users who want them directly."""
-from fgrad.core.prims import (broadcast_in_dim, concatenate, convert, cumulative,  # noqa: F401
-                              dot_general, gather, iota, pad, reduce_max, reduce_min,
-                              reduce_prod, reduce_sum, reshape, rev, scatter, select, slice_,
-                              transpose)
+"""`fgrad.lax`: JAX's `jax.lax` for fgrad: structured control flow (cond, switch, scan,
+while_loop, fori_loop), collectives over named vmap axes, and the primitive-level operations
+with `jax.lax`'s signatures and semantics (array-like operands, no implicit promotion; see
+`fgrad/lax/_args.py`). `gather` and `scatter` raise NotImplementedError naming the indexing
+alternatives; other jax.lax names that are not provided raise AttributeError with a hint."""
+from typing import Any
+
 from fgrad.lax.collectives import all_gather, axis_index, pmax, pmean, pmin, psum
 from fgrad.lax.conv import conv_general_dilated
 from fgrad.lax.dynamic import (dynamic_index_in_dim, dynamic_slice, dynamic_slice_in_dim,
                                dynamic_update_index_in_dim, dynamic_update_slice,
                                dynamic_update_slice_in_dim)
-from fgrad.lax.sorting import top_k
+from fgrad.lax.elementwise import (RoundingMethod, abs, add, atan2,  # noqa: A004
+                                   bitcast_convert_type, bitwise_and, bitwise_not, bitwise_or,
+                                   bitwise_xor, ceil, clamp, convert_element_type, cos, div, eq,
+                                   erf, exp, expm1, floor, ge, gt, integer_pow, is_finite, le,
+                                   log, log1p, logistic, lt, max, min, mul, ne, neg, pow,
+                                   reciprocal, rem, round, rsqrt, select, select_n, shift_left,
+                                   shift_right_arithmetic, shift_right_logical, sign, sin, sqrt,
+                                   square, sub, tan, tanh)
+from fgrad.lax.reductions import (argmax, argmin, batch_matmul, cummax, cummin, cumprod,
+                                  cumsum, dot, dot_general, reduce_and, reduce_max, reduce_min,
+                                  reduce_or, reduce_prod, reduce_sum, reduce_xor)
+from fgrad.lax.shapes import (broadcast, broadcast_in_dim, broadcasted_iota,  # noqa: A004
+                              collapse, concatenate, expand_dims, full, full_like, index_in_dim,
+                              iota, pad, reshape, rev, slice, slice_in_dim, squeeze, transpose)
+from fgrad.lax.sorting import sort, sort_key_val, top_k
+from fgrad.lax.unsupported import NOT_PROVIDED as _NOT_PROVIDED
+from fgrad.lax.unsupported import gather, scatter
 from fgrad.transforms.autodiff import stop_gradient
 from fgrad.transforms.control.cond import cond, switch
 from fgrad.transforms.control.scan import scan
 from fgrad.transforms.control.while_loop import fori_loop, while_loop
 
-__all__ = ["cond", "switch", "scan", "while_loop", "fori_loop", "broadcast_in_dim",
-           "concatenate", "convert", "cumulative", "dot_general", "gather", "iota", "pad",
-           "reduce_max", "reduce_min", "reduce_prod", "reduce_sum", "reshape", "rev", "scatter",
-           "select", "slice_", "stop_gradient", "transpose", "conv_general_dilated",
-           "dynamic_index_in_dim", "dynamic_slice", "dynamic_slice_in_dim",
-           "dynamic_update_index_in_dim", "dynamic_update_slice", "dynamic_update_slice_in_dim",
-           "all_gather", "axis_index", "pmax", "pmean", "pmin", "psum", "top_k"]
+__all__ = [
+    # control flow and autodiff
+    "cond", "switch", "scan", "while_loop", "fori_loop", "stop_gradient",
+    # collectives
+    "all_gather", "axis_index", "pmax", "pmean", "pmin", "psum",
+    # elementwise
+    "RoundingMethod", "abs", "add", "atan2", "bitcast_convert_type", "bitwise_and",
+    "bitwise_not", "bitwise_or", "bitwise_xor", "ceil", "clamp", "convert_element_type", "cos",
+    "div", "eq", "erf", "exp", "expm1", "floor", "ge", "gt", "integer_pow", "is_finite", "le",
+    "log", "log1p", "logistic", "lt", "max", "min", "mul", "ne", "neg", "pow", "reciprocal",
+    "rem", "round", "rsqrt", "select", "select_n", "shift_left", "shift_right_arithmetic",
+    "shift_right_logical", "sign", "sin", "sqrt", "square", "sub", "tan", "tanh",
+    # shapes and creation
+    "broadcast", "broadcast_in_dim", "broadcasted_iota", "collapse", "concatenate",
+    "expand_dims", "full", "full_like", "index_in_dim", "iota", "pad", "reshape", "rev", "slice",
+    "slice_in_dim", "squeeze", "transpose",
+    # reductions and contractions
+    "argmax", "argmin", "batch_matmul", "cummax", "cummin", "cumprod", "cumsum", "dot",
+    "dot_general", "reduce_and", "reduce_max", "reduce_min", "reduce_or", "reduce_prod",
+    "reduce_sum", "reduce_xor",
+    # sorting, dynamic slicing, convolution
+    "sort", "sort_key_val", "top_k", "dynamic_index_in_dim", "dynamic_slice",
+    "dynamic_slice_in_dim", "dynamic_update_index_in_dim", "dynamic_update_slice",
+    "dynamic_update_slice_in_dim", "conv_general_dilated",
+    # not provided: raise NotImplementedError with the alternatives
+    "gather", "scatter",
+]
+
+
+def __getattr__(name: str) -> Any:
+    """A jax.lax name fgrad does not provide: an AttributeError that names the alternative."""
+    if name in _NOT_PROVIDED:
+        raise AttributeError(f"module 'fgrad.lax' has no attribute {name!r}: fgrad does not "
+                             f"provide jax.lax.{name}; use {_NOT_PROVIDED[name]}")
+    raise AttributeError(f"module 'fgrad.lax' has no attribute {name!r}")
