@@ -43,18 +43,19 @@ from fgrad.core.methods.interop import block_until_ready, from_dlpack  # noqa: E
 from fgrad.transforms.eval_shape import eval_shape  # noqa: E402
 from fgrad.transforms.remat_policies import (checkpoint_name, checkpoint_policies,  # noqa: E402
                                              print_saved_residuals)
-from fgrad import debug, profiler, tree  # noqa: E402
+from fgrad import debug, flatten_util, profiler, tree  # noqa: E402
 
 ShapeDtypeStruct = ShapedArray
+Array = Tensor  # jax.Array, for annotations and isinstance checks
 
 remat = checkpoint
 __version__ = "0.1.0"
 __all__ = [
-    "ClosedJaxpr", "ConcretizationError", "DType", "Float64PromotionWarning", "Jaxpr",
-    "ShapeDtypeStruct", "ShapedArray", "Tensor", "block_until_ready", "checkpoint",
+    "Array", "ClosedJaxpr", "ConcretizationError", "DType", "Float64PromotionWarning",
+    "Jaxpr", "ShapeDtypeStruct", "ShapedArray", "Tensor", "block_until_ready", "checkpoint",
     "checkpoint_name", "checkpoint_policies", "clear_caches", "config", "custom_jvp",
     "custom_vjp", "debug", "debug_infs", "debug_nans", "device_put", "devices", "disable_jit",
-    "distributed", "dtypes", "eval_shape", "from_dlpack", "grad", "hessian", "jacfwd",
-    "jacrev", "jit", "jvp", "lax", "linearize", "make_jaxpr", "nn", "optim",
+    "distributed", "dtypes", "eval_shape", "flatten_util", "from_dlpack", "grad", "hessian",
+    "jacfwd", "jacrev", "jit", "jvp", "lax", "linearize", "make_jaxpr", "nn", "optim",
     "print_saved_residuals", "process_count", "process_index", "profiler", "random", "remat",
     "stop_gradient", "tree", "tree_util", "value_and_grad", "vjp", "vmap"]

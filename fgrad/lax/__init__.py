@@ -24,6 +24,7 @@ from fgrad.lax.reductions import (argmax, argmin, batch_matmul, cummax, cummin, 
 from fgrad.lax.shapes import (broadcast, broadcast_in_dim, broadcasted_iota,  # noqa: A004
                               collapse, concatenate, expand_dims, full, full_like, index_in_dim,
                               iota, pad, reshape, rev, slice, slice_in_dim, squeeze, transpose)
+from fgrad.lax.scan_ops import associative_scan, map  # noqa: A004
 from fgrad.lax.sorting import sort, sort_key_val, top_k
 from fgrad.lax.unsupported import NOT_PROVIDED as _NOT_PROVIDED
 from fgrad.lax.unsupported import gather, scatter
@@ -34,7 +35,8 @@ from fgrad.transforms.control.while_loop import fori_loop, while_loop
 
 __all__ = [
     # control flow and autodiff
-    "cond", "switch", "scan", "while_loop", "fori_loop", "stop_gradient",
+    "cond", "switch", "scan", "while_loop", "fori_loop", "stop_gradient", "map",
+    "associative_scan",
     # collectives
     "all_gather", "axis_index", "pmax", "pmean", "pmin", "psum",
     # elementwise

@@ -1,7 +1,7 @@
 """fgrad.nn: `Module` (immutable pytree records), layers, and `state` (checkpoint files).
 
 A model is a pytree of Tensors: pass it to `fgrad.grad`, `vmap`, `jit` and optimizers as is.
-`nn.state` is imported on first use.
+`nn.initializers` holds jax.nn.initializers' builders; `nn.state` is imported on first use.
 """
 from __future__ import annotations
 
@@ -33,12 +33,13 @@ from fgrad.nn.module import FrozenModuleError, Module, tree_at
 from fgrad.nn.trainable import Frozen, combine, partition, trainable_mask
 from fgrad.nn.functions import *  # noqa: E402,F401,F403  (jax.nn's functions)
 from fgrad.nn import functions as _functions
+from fgrad.nn import initializers
 
 __all__ = ["BatchNorm", "BatchNorm1d", "BatchNorm2d", "Conv1d", "Conv2d", "ConvTranspose1d",
            "ConvTranspose2d", "Dropout", "Embedding", "Frozen", "FrozenModuleError", "GRUCell",
            "GroupNorm", "InstanceNorm", "LSTMCell", "Lambda", "LayerNorm", "LayerNorm2d",
            "Linear", "Module", "MultiHeadAttention", "RMSNorm", "Sequential", "combine",
-           "partition", "state", "trainable_mask", "tree_at"] + _functions.__all__
+           "initializers", "partition", "state", "trainable_mask", "tree_at"] + _functions.__all__
 
 
 def __getattr__(name: str) -> Any:

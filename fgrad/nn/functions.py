@@ -17,10 +17,10 @@ from fgrad.core.tensor import Tensor
 from fgrad.numpy._base import ArrayLike, Axis, asarray, axes_of, float_of, to_dtype
 from fgrad.scipy.special import log_softmax, logsumexp, softmax
 
-__all__ = ["celu", "elu", "gelu", "glu", "hard_sigmoid", "hard_silu", "hard_swish",
-           "hard_tanh", "leaky_relu", "log_sigmoid", "log_softmax", "logsumexp", "one_hot",
-           "relu", "relu6", "selu", "sigmoid", "silu", "soft_sign", "softmax", "softplus",
-           "standardize", "swish"]
+__all__ = ["celu", "dot_product_attention", "elu", "gelu", "glu", "hard_sigmoid", "hard_silu",
+           "hard_swish", "hard_tanh", "leaky_relu", "log_sigmoid", "log_softmax", "logsumexp",
+           "one_hot", "relu", "relu6", "selu", "sigmoid", "silu", "soft_sign", "softmax",
+           "softplus", "standardize", "swish"]
 
 
 def _f(x: ArrayLike) -> Tensor:
@@ -159,3 +159,115 @@ def standardize(x: ArrayLike, axis: Axis = -1, mean: ArrayLike = None,
     if variance is None:
         variance = (t * t).mean(axes, keepdim=True) - mu * mu
     return (t - mu) * (asarray(variance) + epsilon).rsqrt()
+
+
+def _attention_4d(x: ArrayLike, name: str) -> Tensor:
+    t = asarray(x)
+    if t.ndim > 4 or (t.ndim < 3 and name in ("query", "key", "value")):
+        raise ValueError(f"fgrad.nn.dot_product_attention: {name} of shape {t.shape} must be "
+                         f"4-d (B, T, N, H) or 3-d (T, N, H) for query/key/value and at most "
+                         f"4-d for bias/mask")
+    return t.reshape((1,) * (4 - t.ndim) + t.shape)
+
+
+def _check_logit_operand(t: Tensor, name: str, want: tuple[int, ...]) -> None:
+    """`t` (4-d) must broadcast to the logits' (B, N, T, S) without growing them."""
+    if any(d not in (1, w) for d, w in zip(t.shape, want)):
+        raise ValueError(f"fgrad.nn.dot_product_attention: {name} of shape {t.shape} does "
+                         f"not broadcast to the logits' (B, N, T, S) = {want}; give each "
+                         f"axis that size or 1")
+
+
+def _attention_mask(mask: Tensor | None, is_causal: bool, t: int, s: int,
+                    window: tuple[int, int] | None, q_len: Tensor | None,
+                    kv_len: Tensor | None) -> Tensor | None:
+    """The bool (..., T, S) mask of logits that take part (None: all), as JAX combines it."""
+    parts = [] if mask is None else [mask]
+    qpos = Tensor(np.arange(t, dtype=np.int32).reshape(t, 1))
+    kpos = Tensor(np.arange(s, dtype=np.int32).reshape(1, s))
+    if is_causal:
+        parts.append(qpos >= kpos)
+    if window is not None:
+        parts.append((qpos <= kpos + window[0]) & (qpos >= kpos - window[1]))
+    if q_len is not None:
+        parts.append(qpos.reshape(1, 1, t, 1) < q_len.reshape(-1, 1, 1, 1))
+    if kv_len is not None:
+        parts.append(kpos.reshape(1, 1, 1, s) < kv_len.reshape(-1, 1, 1, 1))
+    if not parts:
+        return None
+    out = parts[0]
+    for p in parts[1:]:
+        out = out & p
+    return out
+
+
+def dot_product_attention(query: ArrayLike, key: ArrayLike, value: ArrayLike,
+                          bias: ArrayLike | None = None, mask: ArrayLike | None = None, *,
+                          scale: float | None = None, is_causal: bool = False,
+                          query_seq_lengths: ArrayLike | None = None,
+                          key_value_seq_lengths: ArrayLike | None = None,
+                          local_window_size: int | tuple[int, int] | None = None,
+                          implementation: str | None = None,
+                          return_residual: bool = False) -> Any:
+    """softmax(scale * Q K^T + bias, masked) V per head, in jax.nn's (B, T, N, H) layout.
+
+    query (B, T, N, H) or (T, N, H); key and value (B, S, K, H) with N a multiple of K
+    (grouped-query attention; K == 1 is multi-query). bias and the bool mask (True takes
+    part) broadcast to (B, N, T, S); scale defaults to 1/sqrt(H); is_causal keeps key
+    positions <= the query position. As in JAX, masked logits get a large negative value (a
+    fully masked row attends uniformly), logits are float32 (or wider) and the softmax runs
+    in float32. Returns an array shaped like query, and with return_residual also the
+    logsumexp of the logits, (B, T, N)."""
+    op = "fgrad.nn.dot_product_attention"
+    if implementation not in (None, "xla"):
+        raise ValueError(f"{op}: implementation={implementation!r} is not available in fgrad; "
+                         f"pass None or 'xla'")
+    out_shape = asarray(query).shape
+    q, k, v = (_attention_4d(a, n) for a, n in ((query, "query"), (key, "key"),
+                                                 (value, "value")))
+    b_, s_, kh, h = k.shape
+    if v.shape != k.shape or v.dtype != k.dtype or q.dtype != k.dtype:
+        raise ValueError(f"{op}: value {v.shape} {v.dtype.np.name} must match key {k.shape} "
+                         f"{k.dtype.np.name}, and query's dtype ({q.dtype.np.name}) too")
+    if q.shape[0] != b_ or q.shape[3] != h or q.shape[2] % kh:
+        raise ValueError(f"{op}: query {q.shape} must be (B, T, N, H) with key's B={b_} and "
+                         f"H={h}, and N a multiple of key's {kh} heads")
+    _, t_, n_, _ = q.shape
+    g = n_ // kh
+    logit_dtype = dtypes.float64 if q.dtype == dtypes.float64 else dtypes.float32
+    qg = q.cast(logit_dtype).reshape(b_, t_, kh, g, h).permute(0, 2, 3, 1, 4)
+    kt = k.cast(logit_dtype).permute(0, 2, 3, 1).reshape(b_, kh, 1, h, s_)
+    logits = qg.matmul(kt).reshape(b_, n_, t_, s_)   # head n = kv head n // g, as in JAX
+    logits = logits * Tensor(1.0 / math.sqrt(h) if scale is None else scale, logit_dtype)
+    want = (b_, n_, t_, s_)
+    if bias is not None:
+        bias_t = _attention_4d(bias, "bias")
+        _check_logit_operand(bias_t, "bias", want)
+        logits = (logits + bias_t).cast(logit_dtype)
+    mask_t = None
+    if mask is not None:
+        mask_t = _attention_4d(mask, "mask")
+        if mask_t.dtype != dtypes.bool:
+            raise ValueError(f"{op}: mask must be bool (True takes part), got "
+                             f"{mask_t.dtype.np.name}; pass an additive mask as bias")
+        _check_logit_operand(mask_t, "mask", want)
+    window = (local_window_size, local_window_size) if isinstance(local_window_size, int) \
+        else local_window_size
+    q_len = None if query_seq_lengths is None else asarray(query_seq_lengths)
+    kv_len = None if key_value_seq_lengths is None else asarray(key_value_seq_lengths)
+    keep = _attention_mask(mask_t, is_causal, t_, s_, window, q_len, kv_len)
+    if keep is not None:
+        big = min(float(np.finfo(logit_dtype.np).max), float(np.finfo(np.float32).max))
+        logits = keep.where(logits, Tensor(-0.7 * big, logit_dtype))
+    logits32 = logits.cast(dtypes.float32)
+    probs = softmax(logits32, axis=-1).cast(k.dtype).reshape(b_, kh, g, t_, s_)
+    vg = v.permute(0, 2, 1, 3).reshape(b_, kh, 1, s_, h)
+    out = probs.matmul(vg).permute(0, 3, 1, 2, 4).reshape(b_, t_, n_, h)
+    if q_len is not None:
+        rows = Tensor(np.arange(t_, dtype=np.int32).reshape(1, t_, 1, 1))
+        out = out * (rows < q_len.reshape(-1, 1, 1, 1)).cast(out.dtype)
+    out = out.reshape(out_shape)
+    if not return_residual:
+        return out
+    lse = logsumexp(logits32, axis=-1).cast(k.dtype).permute(0, 2, 1).detach()
+    return out, lse.reshape(out_shape[:-1])

@@ -121,7 +121,8 @@ class MovementMixin:
 
     @property
     def at(self) -> "_IndexUpdateHelper":
-        """Functional updates: `x.at[idx].set(v)`, `.add(v)`, `.mul(v)`, `.max(v)`, `.min(v)`."""
+        """Functional updates: `x.at[idx].set(v)`, `.add(v)`, `.mul(v)`, `.max(v)`, `.min(v)`;
+        `.get()`; all take JAX's `mode=` for out-of-range indices ("clip", "fill", "drop")."""
         return _IndexUpdateHelper(self)
 
 
@@ -135,41 +136,138 @@ class _IndexUpdateHelper:
         return _IndexUpdateRef(self.tensor, index)
 
 
+_MODES = ("clip", "fill", "drop", "promise_in_bounds")
+
+
+def _check_mode(mode: Any, op: str) -> str | None:
+    if mode is None or mode in _MODES:
+        return cast("str | None", mode)
+    raise ArgumentError(f"x.at[...].{op}: unknown mode {mode!r}; use None (the default), "
+                        f"'clip', 'fill', 'drop' or 'promise_in_bounds'")
+
+
+def _fill_scalar(dtype: Any, fill_value: Any) -> Any:
+    """The Python scalar that out-of-range reads give: `fill_value` cast to `dtype`, else
+    JAX's default (NaN for floats, the minimum for signed ints, the maximum for unsigned,
+    True for bool)."""
+    if fill_value is None:
+        if dtype.kind == "f":
+            return float("nan")
+        if dtype.kind == "b":
+            return True
+        info = np.iinfo(dtype.np)
+        return int(info.min if dtype.kind == "i" else info.max)
+    from fgrad.core.tensor import Tensor, Tracer
+    if isinstance(fill_value, Tracer) or np.ndim(fill_value) != 0:
+        raise ArgumentTypeError(f"x.at[...].get: fill_value must be a concrete scalar, got "
+                                f"{type(fill_value).__name__} of shape {np.shape(fill_value)}")
+    if isinstance(fill_value, Tensor):
+        fill_value = fill_value.item()
+    with np.errstate(invalid="ignore", over="ignore"):
+        return np.array(fill_value).astype(dtype.np).item()
+
+
+def _bounded_index(x: Any, index: Any, mode: str) -> tuple[tuple[Any, ...], list[int]]:
+    """`index` with every integer (array) index brought in range by `mode`: clamped into its
+    axis ("clip"), else pointed one past the axis' end, at an element the caller pads in
+    (returned: the axes to pad). Negative indices count from the end first, as in JAX."""
+    from fgrad.core.methods.index_bounds import axis_index, position_dtype
+    from fgrad.core.methods.indexing import _is_int, _normalize
+    items: list[Any] = []
+    pads: list[int] = []
+    axis = 0
+    for it in _normalize(x, index):
+        if it is None or isinstance(it, slice):
+            items.append(it)
+            axis += it is not None
+            continue
+        n = x.shape[axis]
+        if _is_int(it):
+            i = int(it) + n if int(it) < 0 else int(it)
+            if not 0 <= i < n:
+                i = min(max(i, 0), max(n - 1, 0)) if mode == "clip" else n
+            items.append(i)
+        else:
+            idx, ok = axis_index(it, n, position_dtype(n + 1), mode == "clip", mode != "clip")
+            items.append(idx if ok is None else ok.where(idx, n))
+        if mode != "clip":
+            pads.append(axis)
+        axis += 1
+    if any(not isinstance(it, (int, slice, type(None))) for it in items):
+        # Beside array indices an int is an advanced index too (NumPy's placement rule).
+        items = [np.array(it, position_dtype(it + 1).np) if isinstance(it, int) else it
+                 for it in items]
+    return tuple(items), pads
+
+
+def _pad_axes(x: Any, axes: list[int], value: Any) -> Any:
+    """`x` with one element of `value` appended to each axis in `axes`."""
+    return P.pad(x, [(0, 1 if a in axes else 0, 0) for a in range(x.ndim)], value) \
+        if axes else x
+
+
 class _IndexUpdateRef:
-    """`x.at[index]`: apply one of set/add/mul/max/min and get a new Tensor."""
+    """`x.at[index]`: get, or apply one of set/add/mul/max/min and get a new Tensor.
+
+    `mode` handles out-of-range indices as in JAX: None (the default) is plain indexing (an
+    error eagerly; under tracing reads clamp and updates are dropped), "clip" clamps each
+    index into its axis, "fill" reads `fill_value` (NaN / the integer minimum / True by
+    default), "drop" and "fill" drop updates; "promise_in_bounds" clamps reads and drops
+    updates. `indices_are_sorted` and `unique_indices` are hints, accepted and ignored."""
 
     __slots__ = ("tensor", "index")
 
     def __init__(self, tensor: Any, index: Any):
         self.tensor, self.index = tensor, index
 
-    def get(self) -> "Tensor":
-        """Same as x[index]."""
-        return self.tensor[self.index]
+    def get(self, *, indices_are_sorted: bool = False, unique_indices: bool = False,
+            mode: str | None = None, fill_value: Any = None,
+            out_sharding: Any = None) -> "Tensor":
+        """x[index]; with `mode`, out-of-range indices clip or read `fill_value`."""
+        mode = _check_mode(mode, "get")
+        if mode is None:
+            return self.tensor[self.index]
+        x = self.tensor
+        read = "fill" if mode == "drop" else mode
+        index, pads = _bounded_index(x, self.index, "clip" if read != "fill" else read)
+        return _pad_axes(x, pads, _fill_scalar(x.dtype, fill_value))[index]
 
-    def set(self, value: Any) -> "Tensor":
-        """A copy of x with x[index] replaced by value."""
-        return self._apply(value, "set")
+    def set(self, values: Any, *, indices_are_sorted: bool = False,
+            unique_indices: bool = False, mode: str | None = None) -> "Tensor":
+        """A copy of x with x[index] replaced by values."""
+        return self._apply(values, "set", mode)
 
-    def add(self, value: Any) -> "Tensor":
-        """A copy with value added at index (repeated indices accumulate)."""
-        return self._apply(value, "add")
+    def add(self, values: Any, *, indices_are_sorted: bool = False,
+            unique_indices: bool = False, mode: str | None = None) -> "Tensor":
+        """A copy with values added at index (repeated indices accumulate)."""
+        return self._apply(values, "add", mode)
 
-    def mul(self, value: Any) -> "Tensor":
-        """A copy with x[index] multiplied by value."""
-        return self._apply(value, "mul")
+    def mul(self, values: Any, *, indices_are_sorted: bool = False,
+            unique_indices: bool = False, mode: str | None = None) -> "Tensor":
+        """A copy with x[index] multiplied by values."""
+        return self._apply(values, "mul", mode)
 
-    def max(self, value: Any) -> "Tensor":
-        """A copy with x[index] = maximum(x[index], value)."""
-        return self._apply(value, "max")
+    multiply = mul
 
-    def min(self, value: Any) -> "Tensor":
-        """A copy with x[index] = minimum(x[index], value)."""
-        return self._apply(value, "min")
+    def max(self, values: Any, *, indices_are_sorted: bool = False,
+            unique_indices: bool = False, mode: str | None = None) -> "Tensor":
+        """A copy with x[index] = maximum(x[index], values)."""
+        return self._apply(values, "max", mode)
 
-    def _apply(self, value: Any, mode: str) -> "Tensor":
+    def min(self, values: Any, *, indices_are_sorted: bool = False,
+            unique_indices: bool = False, mode: str | None = None) -> "Tensor":
+        """A copy with x[index] = minimum(x[index], values)."""
+        return self._apply(values, "min", mode)
+
+    def _apply(self, value: Any, op: str, mode: str | None) -> "Tensor":
         from fgrad.core.methods.indexing import index_update
-        return index_update(self.tensor, self.index, value, mode)
+        mode = _check_mode(mode, op)
+        x = self.tensor
+        if mode is None:
+            return index_update(x, self.index, value, op)
+        index, pads = _bounded_index(x, self.index, "clip" if mode == "clip" else "drop")
+        out = index_update(_pad_axes(x, pads, 0), index, value, op)
+        return P.slice_(out, (0,) * x.ndim, x.shape) if pads else out
 
 
 __all__ = ["MovementMixin", "dtypes"]
