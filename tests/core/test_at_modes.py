@@ -74,10 +74,12 @@ def test_get_2d_points_rows_and_slices(mode: str) -> None:
         [ref_get(Y, [(r, c) for c in (7, 0)], mode, 0) for r in range(3)]))
 
 
-def test_get_places_int_and_array_indices_as_numpy_does() -> None:
+def test_get_places_int_and_array_indices_as_plain_indexing_does() -> None:
     z = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
     got = Tensor(z).at[0, :, np.array([1, 2])].get(mode="fill")
-    np.testing.assert_array_equal(got.numpy(), z[0, :, [1, 2]])  # shape (2, 3), NumPy's rule
+    # the int applies first, as in plain indexing (PyTorch's rule): shape (3, 2)
+    np.testing.assert_array_equal(got.numpy(), z[0][:, [1, 2]])
+    np.testing.assert_array_equal(got.numpy(), Tensor(z)[0, :, [1, 2]].numpy())
     got = Tensor(z).at[np.array([[0], [5]]), None, np.array([1, 2])].get(mode="fill",
                                                                          fill_value=-1)
     # axes 0 and 1 indexed, apart (None between): the index dims go first, (2, 2, 1, 4)

@@ -65,6 +65,15 @@ def test_int_with_separated_array_index_follows_pytorch():
     # tinygrad do): A[0][:, [1, 2]], shape (3, 2, 5).
     out = Tensor(A)[0, :, [1, 2]]
     np.testing.assert_array_equal(out.numpy(), A[0][:, [1, 2]])
+    # a traced scalar index acts as the int does (it once took NumPy's placement under jit)
+    traced = fgrad.jit(lambda t, i: t[i, :, [1, 2]])(Tensor(A), 0)
+    np.testing.assert_array_equal(traced.numpy(), A[0][:, [1, 2]])
+    traced = fgrad.jit(lambda t, i: t[[0, 1], i, :, [2, 0]])(Tensor(A), 1)
+    np.testing.assert_array_equal(traced.numpy(), A[:, 1][[0, 1], :, [2, 0]])
+    updated = fgrad.jit(lambda t, i: t.at[i, :, [1, 2]].set(0))(Tensor(A), 1)
+    expected = A.copy()
+    expected[1][:, [1, 2]] = 0
+    np.testing.assert_array_equal(updated.numpy(), expected)
 
 
 @pytest.mark.parametrize("mask", [

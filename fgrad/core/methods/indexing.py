@@ -210,14 +210,27 @@ def _advanced(y: Any, advanced: list[tuple[int, Any]], valid: list[Any] | None =
         part = part * stride if stride != 1 else part
         linear = part if linear is None else linear + part
     out = P.gather(flat, linear)
+    placed = _array_axes(advanced)
     if valid is not None and ok is not None:
         mask = P.reshape(broadcast_to(ok, idx_shape), idx_shape + (1,) * len(others))
-        valid.append(_place(broadcast_to(mask, out.shape), axes, len(idx_shape)))
-    return _place(out, axes, len(idx_shape))
+        valid.append(_place(broadcast_to(mask, out.shape), placed, len(idx_shape)))
+    return _place(out, placed, len(idx_shape))
+
+
+def _array_axes(advanced: list[tuple[int, Any]]) -> list[int]:
+    """The axes of the index arrays with dimensions, counted as if each 0-d index (a traced
+    or array scalar) had already removed its axis: such an index acts as an int does, first
+    (PyTorch's and tinygrad's rule, so `x[i, :, [1, 2]]` is `x[i][:, [1, 2]]` whether `i` is
+    an int or a traced scalar)."""
+    scalars = [a for a, idx in advanced if idx.ndim == 0]
+    return [a - sum(s < a for s in scalars) for a, idx in advanced if idx.ndim > 0]
 
 
 def _place(out: Any, axes: list[int], k: int) -> Any:
-    """Move the gathered index dimensions to where NumPy puts them."""
+    """Move the gathered index dimensions to where NumPy puts them (`axes`: those of the
+    index arrays, `_array_axes`)."""
+    if not axes:
+        return out
     adjacent = axes == list(range(axes[0], axes[0] + len(axes)))
     if not adjacent or axes[0] == 0:
         return out
