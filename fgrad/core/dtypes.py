@@ -25,6 +25,8 @@ import ml_dtypes
 import numpy as np
 from numpy.typing import DTypeLike
 
+_NumpyDType = np.dtype
+
 
 @dataclass(frozen=True, eq=True)
 class DType:
@@ -60,6 +62,39 @@ class DType:
     def max(self) -> Any:
         """The largest value of the dtype (inf for floats, True for bool)."""
         return dtype_limits(self)[1]
+
+    @property
+    def dtype(self) -> _NumpyDType:
+        """The NumPy dtype, so `np.dtype(dtypes.float32)` and NumPy's dtype arguments accept a
+        DType (as `jnp.float32.dtype` is NumPy's float32)."""
+        return self.np
+
+    def __call__(self, x: Any) -> Any:
+        """`x` as a Tensor of this dtype, as `jnp.float32(1.0)` or `jnp.int32([1, 2])` make an
+        array in JAX: Tensors (traced ones too) are cast, Python values and NumPy arrays are
+        converted with NumPy's casting (floats truncate toward zero for integer dtypes)."""
+        from fgrad.core.tensor import Tensor
+        if isinstance(x, Tensor):
+            return x if x.dtype == self else x.cast(self)
+        if isinstance(x, (list, tuple)) and x and _holds_tensor(x):
+            return Tensor.stack(*[self(v) for v in x])
+        try:
+            if x is None or isinstance(x, (str, bytes, dict, set)):
+                raise TypeError("not a number")
+            arr = np.asarray(x).astype(self.np) if isinstance(x, (np.ndarray, np.generic)) \
+                else np.asarray(x, dtype=self.np)
+        except (TypeError, ValueError, OverflowError) as err:
+            kind = TypeError if isinstance(err, TypeError) else ValueError
+            raise kind(f"{self.np.name}({x!r}): cannot convert {type(x).__name__} to "
+                       f"{self.np.name} ({err}); pass numbers, nested lists of numbers, a "
+                       f"NumPy array or a Tensor") from None
+        return Tensor(arr)
+
+
+def _holds_tensor(seq: Any) -> builtins.bool:
+    from fgrad.core.tensor import Tensor
+    return any(isinstance(v, Tensor) or isinstance(v, (list, tuple)) and _holds_tensor(v)
+               for v in seq)
 
 
 def _make(name: str, short: str, npdtype: DTypeLike, kind: str) -> DType:

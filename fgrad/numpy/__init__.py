@@ -8,12 +8,10 @@ meshgrid indexing="xy", sort returns values only). See README "Coming from JAX".
 """
 import math as _math
 
-import numpy as _np
-
-from fgrad.core.dtypes import dtypes as _dtypes
+from fgrad.core.methods.interop import from_dlpack
 from fgrad.core.tensor import Tensor
 from fgrad.numpy import linalg
-from fgrad.numpy._base import array, asarray, astype, result_type
+from fgrad.numpy._base import array, asarray, astype
 from fgrad.numpy.creation import (arange, diag, diagflat, empty, empty_like, eye, full,
                                   full_like, identity, linspace, logspace, meshgrid, ones,
                                   ones_like, tri, tril, triu, zeros, zeros_like)
@@ -50,14 +48,36 @@ from fgrad.numpy.shape import (array_split, atleast_1d, atleast_2d, atleast_3d,
                                swapaxes, take, take_along_axis, tile, trace, transpose, vsplit,
                                vstack)
 
+from fgrad.numpy.dtype_info import (bfloat16, bool_, can_cast, character, complexfloating,
+                                    double, dtype, finfo, flexible, float16, float32, float64,
+                                    float_, floating, generic, iinfo, inexact, int8, int16,
+                                    int32, int64, int_, integer, isdtype, issubdtype, number,
+                                    promote_types, result_type, signedinteger, single, uint,
+                                    uint8, uint16, uint32, uint64, unsignedinteger)
+from fgrad.numpy.extras import (angle, append, argpartition, array_equiv, block, choose, conj,
+                                conjugate, copy, delete, geomspace, imag, iscomplex,
+                                iscomplexobj, isreal, isrealobj, isscalar, iterable, matvec,
+                                nancumprod, partition, permute_dims, real, resize, rollaxis,
+                                trim_zeros, unstack, vecdot, vecmat)
+from fgrad.numpy.functional import (apply_along_axis, apply_over_axes, fromfunction,
+                                    piecewise, select, vectorize)
+from fgrad.numpy.indexing import (diag_indices, diag_indices_from, fill_diagonal, index_exp,
+                                  indices, ix_, mgrid, ogrid, ravel_multi_index, s_,
+                                  tril_indices, tril_indices_from, triu_indices,
+                                  triu_indices_from, unravel_index)
+from fgrad.numpy.mathfuncs import (acos, acosh, asin, asinh, atan, atan2, atanh, bartlett,
+                                   bitwise_invert, bitwise_left_shift, bitwise_right_shift,
+                                   blackman, fabs, frexp, gcd, hamming, hanning, i0, kaiser,
+                                   lcm, ldexp, modf, nextafter, pow, spacing)
+from fgrad.numpy.numeric import (bincount, convolve, corrcoef, correlate, cov, diff, digitize,
+                                 ediff1d, gradient, histogram, histogram_bin_edges, interp,
+                                 trapezoid, unwrap)
+from fgrad.numpy.polynomial import (poly, polyadd, polyder, polyfit, polyint, polymul,
+                                    polysub, polyval, vander)
+
 ndarray = Tensor
 pi, e, inf, nan, euler_gamma = _math.pi, _math.e, _math.inf, _math.nan, 0.5772156649015329
 newaxis = None
-bool_ = _dtypes.bool
-int8, int16, int32, int64 = _dtypes.int8, _dtypes.int16, _dtypes.int32, _dtypes.int64
-uint8, uint16, uint32, uint64 = _dtypes.uint8, _dtypes.uint16, _dtypes.uint32, _dtypes.uint64
-float16, bfloat16 = _dtypes.float16, _dtypes.bfloat16
-float32, float64 = _dtypes.float32, _dtypes.float64
-finfo, iinfo = _np.finfo, _np.iinfo
+bool = bool_  # noqa: A001  (jnp.bool; the builtin is shadowed only inside this module)
 
 __all__ = [n for n in dir() if not n.startswith("_")]

@@ -291,6 +291,109 @@ def _sets() -> list[Row]:
     ]
 
 
+def _numeric() -> list[Row]:
+    """numeric.py and polynomial.py (more edge cases in test_more_functions.py)."""
+    g = dict(grad=True, tol=1e-4)
+    x, m = normal(9), normal(3, 6)
+    xp, fp = np.sort(distinct(5) * 0.5) - 0.8, normal(5)
+    data = normal(60)
+    return [
+        Row("diff", (m,), **g), Row("diff", (m,), {"n": 2, "axis": 0}, **g),
+        Row("diff", (ints(6),), {"prepend": 0, "append": ints(2)}), Row("diff", (x > 0,)),
+        Row("ediff1d", (ints(6),), {"to_begin": -5, "to_end": np.array([7, 8], np.int32)}),
+        Row("interp", (x, xp, fp), **g),
+        Row("interp", (ints(5), np.array([0, 3, 9], np.int32), np.array([1, 5, 2], np.int32))),
+        Row("interp", (x * 3, xp, fp), {"left": -9.0, "right": 9.0}),
+        Row("interp", (x * 3, xp, fp), {"period": 2.0}, tol=1e-4),
+        Row("bincount", (ints(10, lo=0, hi=6),)),
+        Row("bincount", (ints(10, lo=0, hi=6), positive(10)), {"minlength": 9}),
+        Row("histogram", (data,), {"bins": 7}, check_dtype=False),
+        Row("histogram", (data,), {"bins": 5, "range": (-1.0, 1.5), "density": True}),
+        Row("histogram", (data,), {"bins": np.array([-3, -1, 0, 0.5, 3], F32),
+                                   "weights": positive(60)}),
+        Row("histogram_bin_edges", (data,), {"bins": 4}),
+        Row("digitize", (x, np.array([-1, 0, 1], F32))),
+        Row("digitize", (x, np.array([1, 0, -1], F32), True)),
+        Row("convolve", (x, normal(4)), **g),
+        Row("convolve", (normal(3), x), {"mode": "same"}, **g),
+        Row("convolve", (x, normal(4)), {"mode": "valid"}),
+        Row("correlate", (x, normal(4)), **g), Row("correlate", (normal(4), x), {"mode": "full"}),
+        Row("correlate", (x, normal(4)), {"mode": "same"}),
+        Row("trapezoid", (m,), **g), Row("trapezoid", (m,), {"dx": 0.5, "axis": 0}),
+        Row("trapezoid", (m, np.cumsum(positive(6)).astype(F32)), **g),
+        Row("gradient", (x,), **g), Row("gradient", (m,)), Row("gradient", (m, 0.5), {"axis": 1}),
+        Row("gradient", (x, np.cumsum(positive(9)).astype(F32)), **g),
+        Row("cov", (m,), **g), Row("cov", (m.T,), {"rowvar": False, "bias": True}),
+        Row("cov", (m, normal(6)), {"fweights": ints(6, lo=1, hi=4),
+                                    "aweights": positive(6)}, **g),
+        Row("corrcoef", (m,), **g), Row("unwrap", (np.cumsum(positive(8)).astype(F32),)),
+        Row("polyval", (normal(4), x), **g), Row("polyval", (ints(3), ints(5))),
+        Row("polyadd", (normal(4), normal(2)), **g), Row("polysub", (normal(2), normal(4))),
+        Row("polymul", (normal(4), normal(3)), **g), Row("polyder", (normal(5), 2)),
+        Row("polyint", (normal(4), 2), {"k": 1.5}), Row("poly", (normal(3),), tol=1e-4),
+        Row("polyfit", (np.arange(8, dtype=F32), x[:8], 2), tol=1e-3),
+        Row("vander", (ints(4),)), Row("vander", (x[:3], 4), {"increasing": True}),
+    ]
+
+
+def _more() -> list[Row]:
+    """functional.py, indexing.py, mathfuncs.py, extras.py."""
+    x, m = normal(8), normal(3, 5)
+    idx = np.array([0, 5, 14, 7], np.int32)
+    specials = np.array([0.0, -0.0, 1.0, -7.5, 1e-40, 3e38, np.inf, -np.inf, np.nan], F32)
+    return [
+        Row("select", ([x < 0, x > 1], [x * 2, x * x], -1.0)),
+        Row("piecewise", (x, [x < 0, x > 1], [lambda t: -t, lambda t: t * 10, 5.0])),
+        Row("apply_along_axis", (lambda r: r[::-1] * r[0], 1, m)),
+        Row("apply_over_axes", (lambda a, ax: a.max(ax), m, [0, 1])),
+        Row("fromfunction", (lambda i, j: i * 10 + j, (2, 3))),
+        Row("indices", ((2, 3),)), Row("indices", ((2, 3),), {"sparse": True}),
+        Row("unravel_index", (idx, (3, 5))), Row("ravel_multi_index", ((idx % 3, idx % 5), (3, 5))),
+        Row("ravel_multi_index", ((idx, idx - 6), (3, 5)), {"mode": "clip", "order": "F"}),
+        Row("tril_indices", (4, 1)), Row("triu_indices", (3, 0, 5)),
+        Row("tril_indices_from", (m,)), Row("triu_indices_from", (m, -1)),
+        Row("diag_indices", (3, 3)), Row("diag_indices_from", (normal(2, 2, 2),)),
+        Row("ix_", (np.array([0, 2], np.int32), np.array([1, 3, 4], np.int32))),
+        Row("fill_diagonal", (m, 9.0), {"inplace": False}, ref=_filled),
+        Row("acos", (unit(4),)), Row("acosh", (positive(4) + 1,)), Row("asin", (unit(4),)),
+        Row("asinh", (x,)), Row("atan", (x,)), Row("atanh", (unit(4),)),
+        Row("atan2", (x, normal(8))), Row("pow", (positive(4), x[:4])),
+        Row("bitwise_invert", (ints(5),)), Row("bitwise_left_shift", (ints(5, lo=0), 2)),
+        Row("bitwise_right_shift", (ints(5), 1)), Row("fabs", (ints(5),)),
+        Row("modf", (specials,)), Row("frexp", (specials,)),
+        Row("ldexp", (specials, ints(9, lo=-3, hi=4))), Row("spacing", (specials[:6],)),
+        Row("nextafter", (specials, np.array([1, -1, 2, 0, 0, np.inf, 0, 0, 1], F32))),
+        Row("gcd", (ints(8, lo=-30, hi=30), 12)), Row("lcm", (ints(8, lo=-9, hi=9), 4)),
+        Row("i0", (x * 4,), grad=True, tol=1e-4),
+        Row("hanning", (7,)), Row("hamming", (6,)), Row("bartlett", (5,)),
+        Row("blackman", (8,), tol=1e-4), Row("kaiser", (7, 4.5), tol=1e-4),
+        Row("append", (m, m[:1]), {"axis": 0}), Row("append", (m, x)),
+        Row("delete", (m, np.array([0, 2])), {"axis": 1}), Row("delete", (x, slice(1, 5))),
+        Row("block", ([[m, m[:, :1]], [np.zeros((1, 6), F32)]],)),
+        Row("unstack", (m,), {"axis": 1}), Row("rollaxis", (normal(2, 3, 4), 2)),
+        Row("permute_dims", (normal(2, 3, 4), (2, 0, 1))), Row("resize", (x, (3, 5))),
+        Row("choose", (np.array([0, 1, 2, 1], np.int32), [x[:4], x[4:], -x[:4]])),
+        Row("partition", (x, 3), ref=lambda a, k: np.sort(a)),
+        Row("argpartition", (distinct(6), 2), ref=lambda a, k: np.argsort(a)),
+        Row("trim_zeros", (np.array([0, 0, 1, 2, 0], np.int32),)),
+        Row("geomspace", (1.0, 1000.0, 4), tol=1e-4), Row("geomspace", (-2.0, -32.0, 5)),
+        Row("nancumprod", (np.array([1, np.nan, 2, 3], F32),)),
+        Row("array_equiv", (m[:1], m[:1] + np.zeros((3, 1), F32))),
+        Row("matvec", (m, x[:5])), Row("vecmat", (x[:3], m)), Row("vecdot", (m, x[:5])),
+        Row("copy", (m,)), Row("real", (m,)), Row("imag", (m,)), Row("conj", (m,)),
+        Row("conjugate", (m,)), Row("angle", (specials,)), Row("iscomplex", (m,)),
+        Row("isreal", (m,)), Row("iscomplexobj", (m,)), Row("isrealobj", (m,)),
+        Row("isscalar", (np.float32(1.0),)), Row("iterable", ([1, 2],)),
+    ]
+
+
+def _filled(a: np.ndarray, val: float, inplace: bool) -> np.ndarray:
+    out = a.copy()
+    np.fill_diagonal(out, val)
+    return out
+
+
 def all_rows() -> list[Row]:
     """Every row of the table."""
-    return _elementwise() + _creation() + _reductions() + _shape() + _products() + _sets()
+    return _elementwise() + _creation() + _reductions() + _shape() + _products() + _sets() \
+        + _numeric() + _more()
