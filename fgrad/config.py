@@ -20,11 +20,12 @@ __all__ = ["Config", "config"]
 _KINDS: dict[str, type | tuple[type, ...]] = {
     "backend": str, "log_retrace": bool, "cache_dir": str, "opencl_device": (str, type(None)),
     "num_threads": int, "warn_float64": bool, "debug_nans": bool, "debug_infs": bool,
-    "disable_jit": bool, "log_compiles": bool, "gemm": str, "amx": bool,
+    "disable_jit": bool, "log_compiles": bool, "gemm": str, "amx": bool, "enable_x64": bool,
 }
 _ALIASES = {"jax_debug_nans": "debug_nans", "jax_debug_infs": "debug_infs",
             "jax_disable_jit": "disable_jit", "jax_log_compiles": "log_compiles",
-            "jax_platform_name": "backend", "jax_default_device": "backend"}
+            "jax_platform_name": "backend", "jax_default_device": "backend",
+            "jax_enable_x64": "enable_x64"}
 
 
 def _check(name: str, value: Any) -> Any:

@@ -16,6 +16,9 @@ FGRAD_GEMM          "native" (default): jitted float32/64 matmuls run fgrad's ow
 FGRAD_DISABLE_JIT   "1": `jit` calls the Python function directly (for print/pdb debugging)
 FGRAD_LOG_COMPILES  "1": log every trace and compile with its time (logger "fgrad.jit", INFO);
                     compiles slower than 5 s are logged at WARNING whatever the setting
+FGRAD_ENABLE_X64    "1" (or JAX's JAX_ENABLE_X64): Python floats and ints, and dtype defaults
+                    (zeros, arange, random, means of ints, ...), are float64 / int64, as
+                    JAX's jax_enable_x64 (config name "enable_x64" or "jax_enable_x64")
 
 `fgrad.config.update(name, value)` overrides any of them at run time (lower-case names without
 the FGRAD_ prefix, e.g. "backend", "debug_nans"). For jitted calls, FGRAD_BACKEND,
@@ -31,27 +34,43 @@ from typing import Any, Callable
 
 BACKENDS = ("numpy", "llvm", "opencl")  # the jit backends
 _JIT_CALL_FLAGS: list[tuple[bool, bool, str]] = []  # cache of jit_call_flags()
+_X64: list[bool] = []                                 # cache of x64_enabled()
+ON_CHANGE: list[Callable[[str], None]] = []           # called with a setting's name on change
 
 
 class _Overrides(dict):
     """Values set with fgrad.config.update; they win over the environment. Any change
-    drops the cached flags of the jitted call path."""
+    drops the cached flags of the jitted call path and tells the `ON_CHANGE` listeners."""
+
+    def _changed(self, names: Any) -> None:
+        _JIT_CALL_FLAGS.clear()
+        _X64.clear()
+        for name in list(names):
+            for listener in ON_CHANGE:
+                listener(name)
 
     def __setitem__(self, key: str, value: Any) -> None:
-        _JIT_CALL_FLAGS.clear()
+        old = self.get(key, _MISSING)
         super().__setitem__(key, value)
+        self._changed([key] if old is _MISSING or old != value else [])
 
     def pop(self, *args: Any) -> Any:
-        _JIT_CALL_FLAGS.clear()
-        return super().pop(*args)
+        out = super().pop(*args)
+        self._changed(args[:1])
+        return out
 
     def clear(self) -> None:
-        _JIT_CALL_FLAGS.clear()
+        names = list(self)
         super().clear()
+        self._changed(names)
 
     def update(self, *args: Any, **kwargs: Any) -> None:
-        _JIT_CALL_FLAGS.clear()
-        super().update(*args, **kwargs)
+        new = dict(*args, **kwargs)
+        super().update(new)
+        self._changed(new)
+
+
+_MISSING = object()
 
 
 OVERRIDES: dict[str, Any] = _Overrides()
@@ -85,7 +104,16 @@ ENV_READERS.update({
     "debug_infs": lambda: _env_flag("FGRAD_DEBUG_INFS"),
     "disable_jit": lambda: _env_flag("FGRAD_DISABLE_JIT"),
     "log_compiles": lambda: _env_flag("FGRAD_LOG_COMPILES"),
+    "enable_x64": lambda: _env_flag("FGRAD_ENABLE_X64") or _env_flag("JAX_ENABLE_X64"),
 })
+
+
+def x64_enabled() -> bool:
+    """Whether 64-bit defaults are on (`enable_x64`); cached until a setting changes or
+    `refresh` is called, since dtype defaults are read on every Tensor construction."""
+    if not _X64:
+        _X64.append(bool(setting("enable_x64")))
+    return _X64[0]
 
 
 def jit_call_flags() -> tuple[bool, bool, str]:
@@ -104,6 +132,7 @@ def refresh() -> None:
     FGRAD_DISABLE_JIT, FGRAD_DEBUG_NANS or FGRAD_DEBUG_INFS in `os.environ` at run time;
     `fgrad.config.update` needs no refresh)."""
     _JIT_CALL_FLAGS.clear()
+    _X64.clear()
 
 
 @_overridable("gemm")

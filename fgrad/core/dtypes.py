@@ -25,6 +25,8 @@ import ml_dtypes
 import numpy as np
 from numpy.typing import DTypeLike
 
+from fgrad.flags import x64_enabled
+
 _NumpyDType = np.dtype
 
 
@@ -102,7 +104,20 @@ def _make(name: str, short: str, npdtype: DTypeLike, kind: str) -> DType:
     return DType(name, short, npd.itemsize, kind, npd)
 
 
-class dtypes:
+class _Defaults(type):
+    """`dtypes.default_float` / `default_int`: float32 / int32, or float64 / int64 while
+    `enable_x64` is on (JAX's jax_enable_x64)."""
+
+    @property
+    def default_float(cls) -> DType:
+        return cls.float64 if x64_enabled() else cls.float32  # type: ignore[attr-defined]
+
+    @property
+    def default_int(cls) -> DType:
+        return cls.int64 if x64_enabled() else cls.int32  # type: ignore[attr-defined]
+
+
+class dtypes(metaclass=_Defaults):
     """Namespace of every DType, with tinygrad's aliases (`dtypes.float`, `dtypes.int`, ...)."""
 
     bool = _make("bool", "bool", np.bool_, "b")
@@ -122,8 +137,6 @@ class dtypes:
     char, short, int, long = int8, int16, int32, int64
     uchar, ushort, uint, ulong = uint8, uint16, uint32, uint64
     half, float, double = float16, float32, float64
-    default_float = float32
-    default_int = int32
 
     @staticmethod
     def is_float(dtype: DType) -> builtins.bool:

@@ -27,8 +27,8 @@ class Float64PromotionWarning(UserWarning):
 
 
 def _enabled() -> bool:
-    from fgrad.flags import setting
-    return bool(setting("warn_float64"))
+    from fgrad.flags import setting, x64_enabled
+    return bool(setting("warn_float64")) and not x64_enabled()
 
 
 def _user_stacklevel() -> int:

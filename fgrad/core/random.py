@@ -184,7 +184,7 @@ def _next_float(x: Tensor | float, dtype: DType, up: bool) -> Tensor | float:
     return (x == 0).where(float(np.nextafter(np.array(0, dtype.np), target)), moved)
 
 
-def uniform(key: Tensor, shape: Shape = (), dtype: Any = dtypes.float32,
+def uniform(key: Tensor, shape: Shape = (), dtype: Any = float,
             minval: Any = 0.0, maxval: Any = 1.0) -> Tensor:
     """Uniform floats in [minval, maxval) (bounds may be Tensors broadcastable to shape)."""
     k = _check_key(key, "uniform")
@@ -221,7 +221,7 @@ def _inverse_cdf(u: Tensor, dtype: DType) -> Tensor:
     return (_erfinv(work) * math.sqrt(2.0)).cast(dtype)
 
 
-def normal(key: Tensor, shape: Shape = (), dtype: Any = dtypes.float32) -> Tensor:
+def normal(key: Tensor, shape: Shape = (), dtype: Any = float) -> Tensor:
     """Standard normal samples (inverse CDF of a uniform; float64 has float32-level accuracy)."""
     k = _check_key(key, "normal")
     dtype = _float_dtype(dtype, "normal")
@@ -230,7 +230,7 @@ def normal(key: Tensor, shape: Shape = (), dtype: Any = dtypes.float32) -> Tenso
 
 
 def truncated_normal(key: Tensor, lower: Any, upper: Any, shape: Shape | None = None,
-                     dtype: Any = dtypes.float32) -> Tensor:
+                     dtype: Any = float) -> Tensor:
     """Standard normal samples conditioned to lie strictly inside (lower, upper)."""
     k = _check_key(key, "truncated_normal")
     dtype = _float_dtype(dtype, "truncated_normal")
@@ -245,7 +245,7 @@ def truncated_normal(key: Tensor, lower: Any, upper: Any, shape: Shape | None = 
     return out.maximum(low).minimum(high)
 
 
-def gumbel(key: Tensor, shape: Shape = (), dtype: Any = dtypes.float32) -> Tensor:
+def gumbel(key: Tensor, shape: Shape = (), dtype: Any = float) -> Tensor:
     """Standard Gumbel samples: -log(-log(u))."""
     k = _check_key(key, "gumbel")
     dtype = _float_dtype(dtype, "gumbel")
@@ -253,7 +253,7 @@ def gumbel(key: Tensor, shape: Shape = (), dtype: Any = dtypes.float32) -> Tenso
     return -(-uniform(k, shape, dtype, tiny, 1.0).log()).log()
 
 
-def exponential(key: Tensor, shape: Shape = (), dtype: Any = dtypes.float32) -> Tensor:
+def exponential(key: Tensor, shape: Shape = (), dtype: Any = float) -> Tensor:
     """Standard exponential samples: -log(1 - u)."""
     k = _check_key(key, "exponential")
     dtype = _float_dtype(dtype, "exponential")
@@ -274,7 +274,7 @@ def _int_bound(x: Any, dtype: DType, wide: DType, extra: int, what: str) -> Tens
 
 
 def randint(key: Tensor, shape: Shape, minval: Any, maxval: Any,
-            dtype: Any = dtypes.int32) -> Tensor:
+            dtype: Any = int) -> Tensor:
     """Integers uniform in [minval, maxval) (bounds clipped to dtype's range)."""
     k = _check_key(key, "randint")
     shape = _shape(shape, "randint")

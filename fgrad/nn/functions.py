@@ -146,7 +146,7 @@ def one_hot(x: ArrayLike, num_classes: int, *, dtype: Any = None, axis: int = -1
     shape[ax] = num_classes
     classes = Tensor(np.arange(num_classes, dtype=np.int32).reshape(shape))
     expanded = idx.reshape(idx.shape[:ax] + (1,) + idx.shape[ax:])
-    want = to_dtype(dtype) or dtypes.float32
+    want = to_dtype(dtype) or dtypes.default_float
     return (expanded == classes).cast(want)
 
 

@@ -84,8 +84,9 @@ def refuse_out(name: str, out: Any) -> None:
 
 
 def float_of(x: Tensor) -> Tensor:
-    """Integer and bool Tensors become float32 (jnp's rule for sin, mean, sqrt, ...)."""
-    return x if x.dtype.is_float else x.cast(dtypes.float32)
+    """Integer and bool Tensors become float32 (float64 with `enable_x64`: jnp's rule for
+    sin, mean, sqrt, ...)."""
+    return x if x.dtype.is_float else x.cast(dtypes.default_float)
 
 
 def axes_of(axis: Axis, ndim: int, name: str) -> tuple[int, ...]:

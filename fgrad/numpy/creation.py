@@ -29,13 +29,13 @@ def broadcast(x: Tensor, shape: tuple[int, ...]) -> Tensor:
 
 
 def zeros(shape: Any, dtype: Any = None) -> Tensor:
-    """An array of zeros (float32 by default)."""
-    return Tensor.full(_shape(shape), 0.0, dtype=to_dtype(dtype) or dtypes.float32)
+    """An array of zeros (float32 by default; float64 with `enable_x64`)."""
+    return Tensor.full(_shape(shape), 0.0, dtype=to_dtype(dtype) or dtypes.default_float)
 
 
 def ones(shape: Any, dtype: Any = None) -> Tensor:
-    """An array of ones (float32 by default)."""
-    return Tensor.full(_shape(shape), 1.0, dtype=to_dtype(dtype) or dtypes.float32)
+    """An array of ones (float32 by default; float64 with `enable_x64`)."""
+    return Tensor.full(_shape(shape), 1.0, dtype=to_dtype(dtype) or dtypes.default_float)
 
 
 def empty(shape: Any, dtype: Any = None) -> Tensor:
@@ -73,7 +73,8 @@ def full_like(a: ArrayLike, fill_value: ArrayLike, dtype: Any = None,
 
 
 def arange(start: Any, stop: Any = None, step: Any = None, dtype: Any = None) -> Tensor:
-    """Evenly spaced values in [start, stop): int32 for integer arguments, else float32."""
+    """Evenly spaced values in [start, stop): int32 for integer arguments, else float32
+    (int64 / float64 with `enable_x64`)."""
     if stop is None:
         start, stop = 0, start
     step = 1 if step is None else step
@@ -83,8 +84,8 @@ def arange(start: Any, stop: Any = None, step: Any = None, dtype: Any = None) ->
                         "(the length of the result must be known when tracing)")
     want = to_dtype(dtype)
     if want is None:
-        want = dtypes.int32 if all(isinstance(a, (int, np.integer)) for a in args) \
-            else dtypes.float32
+        want = dtypes.default_int if all(isinstance(a, (int, np.integer)) for a in args) \
+            else dtypes.default_float
     return Tensor(np.arange(start, stop, step).astype(want.np))
 
 
@@ -93,10 +94,11 @@ def linspace(start: ArrayLike, stop: ArrayLike, num: int = 50, endpoint: bool = 
     """`num` evenly spaced samples from start to stop (array endpoints broadcast)."""
     div = (num - 1) if endpoint else num
     frac = np.arange(num, dtype=np.float64) / div if div > 0 else np.zeros(num)
-    a = asarray(start, dtypes.float32) if is_scalar(start) else asarray(start)
-    b = asarray(stop, dtypes.float32) if is_scalar(stop) else asarray(stop)
-    a, b = (a.cast(dtypes.float32) if not a.dtype.is_float else a,
-            b.cast(dtypes.float32) if not b.dtype.is_float else b)
+    default = dtypes.default_float
+    a = asarray(start, default) if is_scalar(start) else asarray(start)
+    b = asarray(stop, default) if is_scalar(stop) else asarray(stop)
+    a, b = (a.cast(default) if not a.dtype.is_float else a,
+            b.cast(default) if not b.dtype.is_float else b)
     shape = np.broadcast_shapes(a.shape, b.shape)
     t = Tensor(frac.astype(a.dtype.np)).reshape((num,) + (1,) * len(shape))
     out = a + (b - a) * t
@@ -113,7 +115,7 @@ def linspace(start: ArrayLike, stop: ArrayLike, num: int = 50, endpoint: bool = 
 def logspace(start: ArrayLike, stop: ArrayLike, num: int = 50, endpoint: bool = True,
              base: float = 10.0, dtype: Any = None, axis: int = 0) -> Tensor:
     """base ** linspace(start, stop)."""
-    out = asarray(base, dtypes.float32) ** linspace(start, stop, num, endpoint, axis=axis)
+    out = asarray(base, dtypes.default_float) ** linspace(start, stop, num, endpoint, axis=axis)
     want = to_dtype(dtype)
     return out if want is None else out.cast(want)
 
@@ -121,7 +123,7 @@ def logspace(start: ArrayLike, stop: ArrayLike, num: int = 50, endpoint: bool = 
 def eye(N: int, M: int | None = None, k: int = 0, dtype: Any = None) -> Tensor:  # noqa: N803
     """Ones on the k-th diagonal of an N x M matrix (float32 by default)."""
     m = N if M is None else M
-    return Tensor(np.eye(N, m, k, dtype=(to_dtype(dtype) or dtypes.float32).np))
+    return Tensor(np.eye(N, m, k, dtype=(to_dtype(dtype) or dtypes.default_float).np))
 
 
 def identity(n: int, dtype: Any = None) -> Tensor:
@@ -132,7 +134,7 @@ def identity(n: int, dtype: Any = None) -> Tensor:
 def tri(N: int, M: int | None = None, k: int = 0, dtype: Any = None) -> Tensor:  # noqa: N803
     """Ones at and below the k-th diagonal."""
     m = N if M is None else M
-    return Tensor(np.tri(N, m, k, dtype=(to_dtype(dtype) or dtypes.float32).np))
+    return Tensor(np.tri(N, m, k, dtype=(to_dtype(dtype) or dtypes.default_float).np))
 
 
 def _tri_mask(shape: tuple[int, ...], k: int, lower: bool) -> Tensor:

@@ -191,7 +191,7 @@ def geomspace(start: ArrayLike, stop: ArrayLike, num: int = 50, endpoint: bool =
     """`num` samples spaced evenly on a log scale from start to stop (same sign)."""
     from fgrad.numpy.creation import logspace
     dt = result_type(start, stop)
-    dt = dt if dt.is_float else dtypes.float32
+    dt = dt if dt.is_float else dtypes.default_float
     a, b = asarray(start, dt), asarray(stop, dt)
     sign = a.sign()
     res = sign * logspace((a / sign).log10(), (b / sign).log10(), num, endpoint, 10.0,

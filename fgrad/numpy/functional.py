@@ -220,4 +220,4 @@ def fromfunction(function: Callable[..., Any], shape: Sequence[int], *, dtype: A
     fn: Callable[..., Any] = functools.partial(function, **kwargs)
     for i in range(len(dims)):
         fn = _vmap(fn, tuple(0 if i == j else None for j in range(len(dims)))[::-1])
-    return fn(*(Tensor(np.arange(n).astype(want.np if want else np.float32)) for n in dims))
+    return fn(*(Tensor(np.arange(n).astype((want or dtypes.default_float).np)) for n in dims))

@@ -42,7 +42,7 @@ def indices(dimensions: Sequence[int], dtype: Any = None, sparse: bool = False) 
     """The index grid of `dimensions`: an array of shape (len(dimensions), *dimensions), or
     with sparse=True a tuple of broadcastable index arrays (int32 by default)."""
     dims = _dims(dimensions, "indices")
-    dt = (to_dtype(dtype) or dtypes.int32).np
+    dt = (to_dtype(dtype) or dtypes.default_int).np
     if sparse:
         return tuple(Tensor(g) for g in np.indices(dims, dtype=dt, sparse=True))
     return Tensor(np.indices(dims, dtype=dt))
@@ -74,7 +74,7 @@ def ravel_multi_index(multi_index: Sequence[ArrayLike], dims: Sequence[int],
         raise ValueError(f"fgrad.numpy.ravel_multi_index: got {len(multi_index)} index arrays "
                          f"for {len(shape)} dimensions")
     idx = [_int_array(i, "ravel_multi_index") for i in multi_index]
-    want = to_dtype(dtype) or dtypes.int32
+    want = to_dtype(dtype) or dtypes.default_int
     if math.prod(shape) - 1 > np.iinfo(want.np).max:
         raise ValueError(f"fgrad.numpy.ravel_multi_index: {want.np} cannot hold the flat "
                          f"indices of {shape}; pass a wider dtype=")
@@ -204,7 +204,7 @@ class _Grid:
         keys = key if isinstance(key, tuple) else (key,)
         axes = [self._axis(k) for k in keys]
         floating = any(a.dtype.kind == "f" for a in axes)
-        dt = np.float32 if floating else np.int32
+        dt = (dtypes.default_float if floating else dtypes.default_int).np
         axes = [a.astype(dt) for a in axes]
         if not isinstance(key, tuple):
             return Tensor(axes[0])

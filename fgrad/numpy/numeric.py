@@ -25,7 +25,7 @@ def inexact(*xs: Any) -> list[Tensor]:
     """The arguments as Tensors of their common float dtype (float32 for ints and bools;
     Python scalars are weak)."""
     dt = result_type(*xs)
-    dt = dt if dt.is_float else dtypes.float32
+    dt = dt if dt.is_float else dtypes.default_float
     return [asarray(x, dt) for x in xs]
 
 

@@ -20,7 +20,9 @@ def _sum_dtype(x: Tensor, dtype: Any) -> Any:
     if want is not None:
         return want
     if x.dtype == dtypes.bool or (x.dtype.is_int and x.dtype.itemsize < 4):
-        return dtypes.uint32 if x.dtype.is_unsigned else dtypes.int32
+        wide = dtypes.default_int
+        return (dtypes.uint64 if wide == dtypes.int64 else dtypes.uint32) \
+            if x.dtype.is_unsigned else wide
     return x.dtype
 
 

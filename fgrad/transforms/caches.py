@@ -9,6 +9,8 @@ import gc
 import sys
 from typing import Callable
 
+from fgrad import flags
+
 _CLEARERS: list[Callable[[], None]] = []
 _AFTER_COLLECT: list[Callable[[], None]] = []
 
@@ -32,3 +34,13 @@ def clear_caches() -> None:
     gc.collect()  # compiled programs and their jaxprs reference each other
     for clear in _AFTER_COLLECT:
         clear()
+
+
+def _on_setting_change(name: str) -> None:
+    """A jitted function traced before `enable_x64` changed holds constants in the old
+    default dtypes: retrace (JAX keys its caches on the flag instead)."""
+    if name == "enable_x64" and "fgrad.transforms.jit" in sys.modules:
+        clear_caches()
+
+
+flags.ON_CHANGE.append(_on_setting_change)
