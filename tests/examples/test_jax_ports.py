@@ -20,7 +20,7 @@ FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures")
 # name -> (rtol, atol) between the port's and JAX's printed numbers (both compute in float32;
 # the GP fit's 200 gradient steps amplify rounding differences in the last printed digits)
 NAMES = {"digits_mlp": (1e-4, 2e-4), "gp_regression": (2e-3, 2e-3),
-         "autodiff_tour": (1e-5, 1e-6)}
+         "autodiff_tour": (1e-5, 1e-6), "digits_stax": (1e-4, 2e-4)}
 
 
 def _read(path: str) -> list[str]:
@@ -53,7 +53,7 @@ def _numbers(text: str) -> np.ndarray:
 
 @pytest.mark.parametrize("name", NAMES)
 def test_port_prints_the_jax_numbers(name: str) -> None:
-    if name == "digits_mlp":
+    if name.startswith("digits"):
         pytest.importorskip("sklearn")
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
     result = subprocess.run([sys.executable, os.path.join(PORTS, f"{name}_fgrad.py"),
