@@ -1,4 +1,6 @@
 """fgrad: JAX-style transformations (grad, vmap, jit) over a tinygrad-style Tensor API."""
+import sys as _sys
+
 from fgrad.core import prims as _prims  # noqa: F401  (registers every primitive)
 from fgrad.core import tree_util
 from fgrad.core.api_util import make_jaxpr
@@ -43,19 +45,30 @@ from fgrad.core.methods.interop import block_until_ready, from_dlpack  # noqa: E
 from fgrad.transforms.eval_shape import eval_shape  # noqa: E402
 from fgrad.transforms.remat_policies import (checkpoint_name, checkpoint_policies,  # noqa: E402
                                              print_saved_residuals)
-from fgrad import debug, flatten_util, profiler, tree  # noqa: E402
+from fgrad import debug, flatten_util, profiler, tree, typing  # noqa: E402
+from fgrad.transforms.extras.callback import pure_callback  # noqa: E402
+from fgrad.transforms.extras.contexts import ensure_compile_time_eval, named_scope  # noqa: E402
+from fgrad.transforms.extras.devices import (default_backend, device_get,  # noqa: E402
+                                             local_devices)
+from fgrad.transforms.extras.linear import closure_convert, linear_transpose  # noqa: E402
+
+# `from fgrad.tree_util import tree_map, Partial` works as `from jax.tree_util import ...`
+_sys.modules.setdefault(__name__ + ".tree_util", tree_util)
 
 ShapeDtypeStruct = ShapedArray
 Array = Tensor  # jax.Array, for annotations and isinstance checks
 
 remat = checkpoint
+jacobian = jacrev  # as in JAX
 __version__ = "0.1.0"
 __all__ = [
     "Array", "ClosedJaxpr", "ConcretizationError", "DType", "Float64PromotionWarning",
     "Jaxpr", "ShapeDtypeStruct", "ShapedArray", "Tensor", "block_until_ready", "checkpoint",
-    "checkpoint_name", "checkpoint_policies", "clear_caches", "config", "custom_jvp",
-    "custom_vjp", "debug", "debug_infs", "debug_nans", "device_put", "devices", "disable_jit",
-    "distributed", "dtypes", "eval_shape", "flatten_util", "from_dlpack", "grad", "hessian",
-    "jacfwd", "jacrev", "jit", "jvp", "lax", "linearize", "make_jaxpr", "nn", "optim",
-    "print_saved_residuals", "process_count", "process_index", "profiler", "random", "remat",
-    "stop_gradient", "tree", "tree_util", "value_and_grad", "vjp", "vmap"]
+    "checkpoint_name", "checkpoint_policies", "clear_caches", "closure_convert", "config",
+    "custom_jvp", "custom_vjp", "debug", "debug_infs", "debug_nans", "default_backend",
+    "device_get", "device_put", "devices", "disable_jit", "distributed", "dtypes",
+    "ensure_compile_time_eval", "eval_shape", "flatten_util", "from_dlpack", "grad", "hessian",
+    "jacfwd", "jacobian", "jacrev", "jit", "jvp", "lax", "linear_transpose", "linearize",
+    "local_devices", "make_jaxpr", "named_scope", "nn", "optim", "print_saved_residuals",
+    "process_count", "process_index", "profiler", "pure_callback", "random", "remat",
+    "stop_gradient", "tree", "tree_util", "typing", "value_and_grad", "vjp", "vmap"]

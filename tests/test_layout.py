@@ -16,7 +16,8 @@ MAX_MODULE_LINES = 600
 # The layers from the bottom up: a subpackage may import only those below it.
 LAYERS = [{"fgrad.flags", "fgrad.profiler"}, {"fgrad.config"}, {"fgrad.core"},
           {"fgrad.transforms"}, {"fgrad.random", "fgrad.lax", "fgrad.numpy", "fgrad.distributed",
-                                 "fgrad.debug", "fgrad.tree", "fgrad.flatten_util"},
+                                 "fgrad.debug", "fgrad.tree", "fgrad.flatten_util",
+                                 "fgrad.typing"},
           {"fgrad.scipy"}, {"fgrad.lower"}, {"fgrad.nn"}, {"fgrad.optim"},
           {"fgrad.example_libraries"}]
 

@@ -11,6 +11,7 @@ import functools
 from typing import Any, Callable, Hashable, Iterable, Iterator, NamedTuple, cast
 
 __all__ = [
+    "Partial",
     "PyTreeDef",
     "SequenceKey",
     "DictKey",
@@ -589,3 +590,7 @@ def prefix_leaves(prefix: Any, tree: Any, who: str) -> list[Any]:
         raise ValueError(f"{who}: the pytree must have the structure of the one it describes "
                          f"(or a prefix of it): {err}") from None
     return [value for value, sub in zip(values, subtrees) for _ in tree_leaves(sub)]
+
+
+from fgrad.core.tree_partial import Partial, partial_flatten, partial_unflatten  # noqa: E402
+register_pytree_node(Partial, partial_flatten, partial_unflatten)

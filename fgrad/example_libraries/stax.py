@@ -23,7 +23,7 @@ from fgrad import random
 from fgrad.core.dtypes import dtypes
 from fgrad.core.ir import ShapedArray
 from fgrad.core.tensor import Tensor
-from fgrad.lax.conv import conv_general_dilated
+from fgrad.lax.convolution import conv_general_dilated
 from fgrad.nn import functions as nnf
 from fgrad.nn.initializers import glorot_normal, normal, ones, zeros
 from fgrad.numpy._base import asarray

@@ -2,11 +2,14 @@
 while_loop, fori_loop), collectives over named vmap axes, and the primitive-level operations
 with `jax.lax`'s signatures and semantics (array-like operands, no implicit promotion; see
 `fgrad/lax/_args.py`). `gather` and `scatter` raise NotImplementedError naming the indexing
-alternatives; other jax.lax names that are not provided raise AttributeError with a hint."""
+alternatives; other jax.lax names that are not provided raise AttributeError with a hint.
+`fgrad.lax.linalg` holds JAX's `jax.lax.linalg` decompositions."""
 from typing import Any
 
 from fgrad.lax.collectives import all_gather, axis_index, pmax, pmean, pmin, psum
-from fgrad.lax.conv import conv_general_dilated
+from fgrad.lax.convolution import (ConvDimensionNumbers, conv, conv_dimension_numbers,
+                                  conv_general_dilated, conv_transpose,
+                                  conv_with_general_padding)
 from fgrad.lax.dynamic import (dynamic_index_in_dim, dynamic_slice, dynamic_slice_in_dim,
                                dynamic_update_index_in_dim, dynamic_update_slice,
                                dynamic_update_slice_in_dim)
@@ -24,10 +27,13 @@ from fgrad.lax.reductions import (argmax, argmin, batch_matmul, cummax, cummin, 
 from fgrad.lax.shapes import (broadcast, broadcast_in_dim, broadcasted_iota,  # noqa: A004
                               collapse, concatenate, expand_dims, full, full_like, index_in_dim,
                               iota, pad, reshape, rev, slice, slice_in_dim, squeeze, transpose)
+from fgrad.lax import linalg
 from fgrad.lax.scan_ops import associative_scan, map  # noqa: A004
+from fgrad.lax.shape_util import broadcast_shapes, padtype_to_pads
 from fgrad.lax.sorting import sort, sort_key_val, top_k
 from fgrad.lax.unsupported import NOT_PROVIDED as _NOT_PROVIDED
 from fgrad.lax.unsupported import gather, scatter
+from fgrad.lax.windowed import reduce_window
 from fgrad.transforms.autodiff import stop_gradient
 from fgrad.transforms.control.cond import cond, switch
 from fgrad.transforms.control.scan import scan
@@ -53,11 +59,14 @@ __all__ = [
     # reductions and contractions
     "argmax", "argmin", "batch_matmul", "cummax", "cummin", "cumprod", "cumsum", "dot",
     "dot_general", "reduce_and", "reduce_max", "reduce_min", "reduce_or", "reduce_prod",
-    "reduce_sum", "reduce_xor",
+    "reduce_sum", "reduce_xor", "reduce_window",
     # sorting, dynamic slicing, convolution
     "sort", "sort_key_val", "top_k", "dynamic_index_in_dim", "dynamic_slice",
     "dynamic_slice_in_dim", "dynamic_update_index_in_dim", "dynamic_update_slice",
-    "dynamic_update_slice_in_dim", "conv_general_dilated",
+    "dynamic_update_slice_in_dim", "conv_general_dilated", "ConvDimensionNumbers", "conv",
+    "conv_dimension_numbers", "conv_transpose", "conv_with_general_padding",
+    # static shape rules, and the linalg submodule
+    "broadcast_shapes", "padtype_to_pads", "linalg",
     # not provided: raise NotImplementedError with the alternatives
     "gather", "scatter",
 ]

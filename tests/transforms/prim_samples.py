@@ -52,6 +52,9 @@ SKIPS = {
     "collective": "only meaningful inside vmap(axis_name=...); values, gradients, jit and "
                   "nesting against JAX in tests/transforms/test_collectives.py",
     "checkpoint_name": "an identity tag; covered by tests/transforms/test_remat_policies.py",
+    "pure_callback": "calls a user's Python function (its JVP raises by design); eager, jit, "
+                     "vmap methods and the grad error are covered by "
+                     "tests/transforms/test_jax_api_extras.py",
 }
 
 # Primitives whose JVP must raise (by design): (exception type, message fragment).

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+import numpy as np
+
 from fgrad.core import tree_util
 from fgrad.core.api_util import flatten_args, fn_name
 from fgrad.core.ir import Jaxpr, ShapedArray
@@ -255,10 +257,27 @@ scan_p.batch = _batch
 
 # ---------------------------------------------------------------------------- public API
 
+def check_unroll(op: str, unroll: Any) -> None:
+    """JAX's check of the `unroll` hint: a bool or a non-negative int. fgrad validates it
+    and otherwise ignores it (the backends choose how a loop runs)."""
+    if isinstance(unroll, (bool, np.bool_)):
+        return
+    if not isinstance(unroll, (int, np.integer)):
+        raise TypeError(f"{op}: unroll must be a bool or a non-negative int, got "
+                        f"{type(unroll).__name__} {unroll!r}")
+    if unroll < 0:
+        raise ValueError(f"{op}: `unroll` must be a `bool` or a non-negative `int`, got "
+                         f"{unroll}")
+
+
 def scan(f: Callable[..., Any], init: Any, xs: Any = None, length: int | None = None,
-         reverse: bool = False) -> tuple[Any, Any]:
+         reverse: bool = False, unroll: int | bool = 1,
+         _split_transpose: bool = False) -> tuple[Any, Any]:
     """Loop `carry, y = f(carry, x)` over the leading axis of `xs`; returns (carry, stacked
-    ys). Differentiable in both modes, batchable, and staged as one primitive under jit."""
+    ys). Differentiable in both modes, batchable, and staged as one primitive under jit.
+    `unroll` (a bool or a non-negative int) and `_split_transpose` are JAX's performance
+    hints: validated, and otherwise without effect."""
+    check_unroll("scan", unroll)
     init_leaves, init_tree, _ = flatten_args((init,), f)
     x_leaves, x_tree, _ = flatten_args((xs,), f)
     lengths = {x.shape[0] for x in x_leaves if x.ndim}

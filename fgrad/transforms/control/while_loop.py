@@ -169,11 +169,14 @@ def while_loop(cond_fun: Callable[[Any], Any], body_fun: Callable[[Any], Any],
     return tree_util.tree_unflatten(tree, outs)[0]
 
 
-def fori_loop(lower: Any, upper: Any, body_fun: Callable[[Any, Any], Any], init_val: Any
-              ) -> Any:
+def fori_loop(lower: Any, upper: Any, body_fun: Callable[[Any, Any], Any], init_val: Any,
+              *, unroll: int | bool | None = None) -> Any:
     """`for i in range(lower, upper): val = body_fun(i, val)`. With Python-int bounds it is
-    a scan (reverse-differentiable); with traced bounds a while_loop."""
-    from fgrad.transforms.control.scan import scan
+    a scan (reverse-differentiable); with traced bounds a while_loop. `unroll` is JAX's
+    performance hint (validated, without effect); as in JAX it needs static bounds."""
+    from fgrad.transforms.control.scan import check_unroll, scan
+    if unroll is not None:
+        check_unroll("fori_loop", unroll)
     for what, bound in (("lower", lower), ("upper", upper)):
         if isinstance(bound, bool) or not (isinstance(bound, (int, np.integer)) or (
                 isinstance(bound, Tensor) and bound.dtype.is_int and bound.ndim == 0)):
@@ -189,6 +192,9 @@ def fori_loop(lower: Any, upper: Any, body_fun: Callable[[Any, Any], Any], init_
         n = max(upper - lower, 0)
         (_, val), _ = scan(step, (Tensor(lower, dtype=dtypes.int32), init_val), None, length=n)
         return val
+    if unroll is not None:
+        raise ValueError("fori_loop: can only use `unroll` if the loop bounds are statically "
+                         "known (Python ints); drop unroll= for traced bounds")
     lo, hi = as_tensor(lower).cast(dtypes.int32), as_tensor(upper).cast(dtypes.int32)
     _, _, val = while_loop(lambda c: c[0] < c[1],
                            lambda c: (c[0] + 1, c[1], body_fun(c[0], c[2])), (lo, hi, init_val))
