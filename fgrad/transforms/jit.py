@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import collections
 import functools
+import inspect
 import logging
 import threading
 import time
@@ -445,24 +446,29 @@ def explain_difference(prev: tuple, prev_descs: list[str], new: tuple,
 @overload
 def jit(fn: Callable[P, R], *, static_argnums: int | Sequence[int] = (),
         static_argnames: str | Sequence[str] = (), donate_argnums: int | Sequence[int] = (),
-        backend: str | None = None) -> JittedFunction[P, R]: ...
+        backend: str | None = None, donate_argnames: str | Sequence[str] = (),
+        keep_unused: bool = False, inline: bool = False) -> JittedFunction[P, R]: ...
 
 
 @overload
 def jit(fn: None = None, *, static_argnums: int | Sequence[int] = (),
         static_argnames: str | Sequence[str] = (), donate_argnums: int | Sequence[int] = (),
-        backend: str | None = None) -> Callable[[Callable[P, R]], JittedFunction[P, R]]: ...
+        backend: str | None = None, donate_argnames: str | Sequence[str] = (),
+        keep_unused: bool = False, inline: bool = False) -> Callable[[Callable[P, R]], JittedFunction[P, R]]: ...
 
 
 def jit(fn: Callable[P, R] | None = None, *, static_argnums: int | Sequence[int] = (),
         static_argnames: str | Sequence[str] = (), donate_argnums: int | Sequence[int] = (),
-        backend: str | None = None) -> Any:
+        backend: str | None = None, donate_argnames: str | Sequence[str] = (),
+        keep_unused: bool = False, inline: bool = False) -> Any:
     """Compile `fn` per abstract signature; usable as `@jit` or `jit(fn, ...)`.
 
     `donate_argnums`: positional arguments whose Tensors the call consumes (like JAX's
     donation): an output of the same shape and dtype may be written into a donated array
     that nothing else references, and any later use of a donated Tensor raises. Donation
-    applies to eager calls; under grad/vmap/jit it is ignored."""
+    applies to eager calls; under grad/vmap/jit it is ignored. `donate_argnames` names them
+    instead. `keep_unused` and `inline` are JAX's compilation hints, accepted and ignored
+    (an unused argument costs nothing here; a jitted call inside jit is traced inline)."""
     def as_tuple(x: Any) -> tuple:
         if isinstance(x, (int, str)):
             return (x,)
@@ -482,7 +488,23 @@ def jit(fn: Callable[P, R] | None = None, *, static_argnums: int | Sequence[int]
                         f"jit(f) or @jit on a def")
 
     def wrap(f: Callable[P, R]) -> JittedFunction[P, R]:
+        donated = as_tuple(donate_argnums) + _positions(f, as_tuple(donate_argnames))
         return JittedFunction(f, as_tuple(static_argnums), as_tuple(static_argnames),
-                              as_tuple(donate_argnums), backend)
+                              tuple(sorted(set(donated))), backend)
 
     return wrap if fn is None else wrap(fn)
+
+
+def _positions(fn: Callable[..., Any], names: tuple) -> tuple[int, ...]:
+    """The positional indices of the parameters `names` of `fn` (for donate_argnames)."""
+    if not names:
+        return ()
+    try:
+        params = list(inspect.signature(fn).parameters)
+    except (TypeError, ValueError):
+        params = []
+    missing = [n for n in names if n not in params]
+    if missing:
+        raise ValueError(f"jit: donate_argnames {missing} are not parameters of "
+                         f"{getattr(fn, '__name__', fn)!r} (its parameters: {params})")
+    return tuple(params.index(n) for n in names)

@@ -295,3 +295,15 @@ def test_tree_util_partial_is_a_pytree():
     # returned from a jitted function
     out = fgrad.jit(lambda v: Partial(operator.add, v * 2))(Tensor(1.0))
     assert isinstance(out, Partial) and out(Tensor(1.0)).item() == 3.0
+
+
+def test_jit_takes_jaxs_hints_and_donate_argnames() -> None:
+    f = fgrad.jit(lambda x, y: x + 1, keep_unused=True, inline=True)
+    np.testing.assert_array_equal(f(np.ones(2, np.float32), np.zeros(3)).numpy(), [2, 2])
+    g = fgrad.jit(lambda x, y: x * 2 + y, donate_argnames="x")
+    x = fgrad.Tensor(np.ones(3, np.float32))
+    np.testing.assert_array_equal(g(x, 1.0).numpy(), [3, 3, 3])
+    with pytest.raises(RuntimeError):
+        x.numpy()   # donated: any later use raises
+    with pytest.raises(ValueError, match="not parameters"):
+        fgrad.jit(lambda x: x, donate_argnames="z")
