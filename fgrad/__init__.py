@@ -52,6 +52,14 @@ from fgrad.transforms.extras.devices import (default_backend, device_get,  # noq
                                              local_devices)
 from fgrad.transforms.extras.linear import closure_convert, linear_transpose  # noqa: E402
 
+# jax.lax's special functions; their code lives in fgrad.scipy, a layer above fgrad.lax, so the
+# package root wires them in
+from fgrad.scipy import special as _special  # noqa: E402
+
+for _name, _fn in (("lgamma", _special.gammaln), ("digamma", _special.digamma),
+                   ("erf_inv", _special.erfinv), ("erfc", _special.erfc)):
+    setattr(lax, _name, _fn)
+
 # `from fgrad.tree_util import tree_map, Partial` works as `from jax.tree_util import ...`
 _sys.modules.setdefault(__name__ + ".tree_util", tree_util)
 

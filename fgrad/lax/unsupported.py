@@ -20,8 +20,6 @@ NOT_PROVIDED = {
     "scatter_add": "x.at[idx].add(v)", "scatter_mul": "x.at[idx].mul(v)",
     "scatter_min": "x.at[idx].min(v)", "scatter_max": "x.at[idx].max(v)",
     "scatter_apply": "x.at[idx].set(f(x[idx]))",
-    "lgamma": "fgrad.scipy.special.gammaln", "digamma": "fgrad.scipy.special.digamma",
-    "erf_inv": "fgrad.scipy.special.erfinv", "erfc": "fgrad.scipy.special.erfc",
     "reduce": "lax.reduce_sum / reduce_prod / reduce_max / reduce_min / reduce_and / "
               "reduce_or / reduce_xor",
     "cumlogsumexp": "m + lax.log(lax.cumsum(lax.exp(x - m))) with m the maximum of x",

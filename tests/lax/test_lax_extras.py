@@ -413,3 +413,15 @@ def test_scan_and_fori_loop_accept_unroll():
         lax.fori_loop(0, 5, body, 0, unroll=-1)
     with pytest.raises(ValueError, match="statically known"):
         fgrad.jit(lambda n: lax.fori_loop(0, n, body, 0, unroll=2))(Tensor(5))
+
+
+def test_special_functions_match_scipy() -> None:
+    import scipy.special as ss
+
+    x = np.array([0.25, 1.5, 7.0], np.float32)
+    np.testing.assert_allclose(lax.lgamma(x).numpy(), ss.gammaln(x), rtol=1e-6)
+    np.testing.assert_allclose(lax.digamma(x).numpy(), ss.digamma(x), rtol=1e-6)
+    np.testing.assert_allclose(lax.erfc(x).numpy(), ss.erfc(x), rtol=1e-5)
+    y = np.array([-0.9, 0.1, 0.5], np.float32)
+    np.testing.assert_allclose(lax.erf_inv(y).numpy(), ss.erfinv(y), rtol=1e-6)
+    np.testing.assert_allclose(fgrad.jit(lax.lgamma)(x).numpy(), ss.gammaln(x), rtol=1e-6)
