@@ -16,6 +16,7 @@ from fgrad.core import dtypes as _dt
 from fgrad.core.dtypes import DType, dtypes
 from fgrad.core.errors import ArgumentError, ArgumentTypeError, IndexRangeError
 from fgrad.core.ir import ShapedArray
+from fgrad.core.methods.array_methods import ArrayMethodsMixin
 from fgrad.core.methods.interop import InteropMixin
 from fgrad.core.methods.tensor_create import CreationMixin
 from fgrad.core.methods.tensor_math import MathMixin
@@ -74,7 +75,8 @@ def _freeze(arr: np.ndarray) -> np.ndarray:
 
 
 class Tensor(MathMixin, MovementMixin, ReduceMixin, CreationMixin, MathOpsMixin,
-             MovementOpsMixin, NNOpsMixin, LinalgMixin, ExtraOpsMixin, InteropMixin):
+             MovementOpsMixin, NNOpsMixin, LinalgMixin, ExtraOpsMixin, InteropMixin,
+             ArrayMethodsMixin):
     """An immutable n-dimensional array (tinygrad's API, JAX's semantics).
 
     `Tensor(data, dtype=None)` accepts Python scalars, nested lists, NumPy arrays and Tensors.
@@ -177,9 +179,14 @@ class Tensor(MathMixin, MovementMixin, ReduceMixin, CreationMixin, MathOpsMixin,
         arr = np.ascontiguousarray(self._concrete("data()"))
         return (arr.view(np.uint16) if arr.dtype == dtypes.bfloat16.np else arr).data
 
-    def item(self) -> Any:
-        """The value of a one-element Tensor as a Python number."""
+    def item(self, *args: int) -> Any:
+        """The value of a one-element Tensor as a Python number; with NumPy's arguments, of
+        the element at a flat index (one int) or at one index per axis."""
         arr = self._concrete("item()")
+        if args:
+            index = args[0] if len(args) == 1 else args
+            arr = arr.reshape(-1)[index] if len(args) == 1 else arr[index]
+            return arr.item() if arr.dtype != dtypes.bfloat16.np else float(arr)
         if arr.size != 1:
             raise ArgumentError(f"item() needs a Tensor with one element, got shape {arr.shape}")
         return arr.reshape(()).item() if arr.dtype != dtypes.bfloat16.np else float(arr.flat[0])

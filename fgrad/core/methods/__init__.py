@@ -4,5 +4,6 @@
 math, movement, reductions. The documented API beyond the core: `math_ops` (activations,
 extra elementwise math, softmax family, statistics), `movement_ops` (pad modes, cat/stack/
 split, repeat, roll, sort, triu/tril), `index_ops` (gather/scatter), `nn_ops`, `conv_ops`,
-`pool_ops`, `loss_ops`, `einsum`, `linalg` (qr, svd, cholesky, solve, inv, det).
+`pool_ops`, `loss_ops`, `einsum`, `linalg` (qr, svd, cholesky, solve, inv, det),
+`array_methods` (jax.Array's method spellings and NumPy keywords: take, ravel, trace, ...).
 """

@@ -16,6 +16,7 @@ from fgrad.core.prims._util import fmt_shape
 from fgrad.core.methods.tensor_math import coerce
 from fgrad.core.methods.index_ops import as_int, take_range
 from fgrad.core.methods.math_ops import _logaddexp
+from fgrad.core.methods.array_methods import alias
 
 if TYPE_CHECKING:
     from fgrad.core.tensor import Tensor
@@ -101,9 +102,13 @@ class ExtraOpsMixin:
         rows = P.pad(self.reshape(n, 1), [(0, 0, 0), (0, n, 0)], 0)
         return take_range(rows.reshape(n * (n + 1)), 0, 0, n * n).reshape(n, n)
 
-    def diagonal(self, offset: int = 0, dim1: int = 0, dim2: int = 1) -> "Tensor":
+    def diagonal(self, offset: int = 0, dim1: int = 0, dim2: int = 1, *,
+                 axis1: int | None = None, axis2: int | None = None) -> "Tensor":
         """Entries (i, i + offset) of the planes spanned by `dim1` and `dim2`, as a new last
-        axis (PyTorch's diagonal)."""
+        axis (PyTorch's diagonal; NumPy's axis1= and axis2= name dim1 and dim2)."""
+        if axis1 is not None or axis2 is not None:
+            dim1 = alias("diagonal", "dim1", dim1, 0, "axis1", axis1)
+            dim2 = alias("diagonal", "dim2", dim2, 1, "axis2", axis2)
         if self.ndim < 2:
             raise ArgumentError(f"diagonal: needs at least 2 dims, got shape "
                                 f"{fmt_shape(self.shape)}")

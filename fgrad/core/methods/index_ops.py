@@ -13,6 +13,7 @@ import numpy as np
 
 from fgrad.core import prims as P
 from fgrad.core.dtypes import DType, dtypes
+from fgrad.core.methods.array_methods import UNSET
 from fgrad.core.methods.index_bounds import axis_index, position_dtype, scatter_dropping
 from fgrad.core.errors import ArgumentError, ArgumentTypeError, IndexRangeError
 from fgrad.core.prims._util import fmt_shape
@@ -267,8 +268,16 @@ class IndexOpsMixin:
         classes = P.iota(dtypes.int32, (num_classes,), 0)
         return (self.unsqueeze(-1) == classes).cast(dtypes.int32)
 
-    def sort(self, dim: int = -1, descending: bool = False) -> tuple["Tensor", "Tensor"]:
-        """(values, indices): a stable sort along `dim`; NaN counts as the largest value."""
+    def sort(self, dim: int = -1, descending: bool = False, *, axis: Any = UNSET
+             ) -> tuple["Tensor", "Tensor"]:
+        """(values, indices): a stable sort along `dim`; NaN counts as the largest value.
+        (NumPy's x.sort(axis=...) returns the values only, so axis= is refused with the
+        spelling to use.)"""
+        if axis is not UNSET:
+            fix = "x.flatten().sort()[0]" if axis is None else f"x.sort(dim={axis!r})[0]"
+            raise ArgumentTypeError(f"Tensor.sort returns (values, indices) and takes dim=, "
+                                    f"not axis=; use {fix} for the sorted values (or "
+                                    f"jnp.sort(x, axis={axis!r}))")
         if self.ndim == 0:
             return cast("Tensor", self), P.zeros((), dtypes.int32)
         d = self._axis(dim)
@@ -277,8 +286,17 @@ class IndexOpsMixin:
         back = tuple(int(i) for i in np.argsort(perm))
         return P.transpose(values, back), P.transpose(indices, back)
 
-    def argsort(self, dim: int = -1, descending: bool = False) -> "Tensor":
-        """The int32 indices that sort the Tensor along `dim` (stably)."""
+    def argsort(self, dim: int = -1, descending: bool = False, *, axis: int | None = UNSET,
+                stable: bool = True) -> "Tensor":
+        """The int32 indices that sort the Tensor along `dim` (stably). NumPy's axis= names
+        dim (None: of the flattened Tensor); `stable` is accepted (the sort is stable)."""
+        if axis is not UNSET:
+            if dim != -1:
+                raise ArgumentTypeError(f"Tensor.argsort: got both dim={dim!r} and "
+                                        f"axis={axis!r}; pass one of them")
+            if axis is None:
+                return self.reshape(-1).sort(0, descending)[1]
+            dim = axis
         return self.sort(dim, descending)[1]
 
     def topk(self, k: int, dim: int = -1, largest: bool = True, sorted_: bool = True

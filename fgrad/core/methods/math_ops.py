@@ -15,6 +15,7 @@ from fgrad.core import prims as P
 from fgrad.core.dtypes import DType, dtypes
 from fgrad.core.errors import ArgumentError
 from fgrad.core.methods.tensor_math import coerce
+from fgrad.core.methods import array_methods as _np
 from fgrad.core.methods.tensor_reduce import Axis, _axes, sum_dtype
 
 if TYPE_CHECKING:
@@ -118,8 +119,13 @@ class MathOpsMixin:
         """x * relu6(x + 3) / 6."""
         return self * self.hardsigmoid()
 
-    def clip(self, min_: Any = None, max_: Any = None) -> "Tensor":
-        """Clamp to [min_, max_] (either may be None; Tensors broadcast); NaN stays NaN."""
+    def clip(self, min_: Any = None, max_: Any = None, *, min: Any = None,  # noqa: A002
+             max: Any = None) -> "Tensor":  # noqa: A002
+        """Clamp to [min_, max_] (either may be None; Tensors broadcast); NaN stays NaN.
+        NumPy's keyword names min= and max= work too."""
+        if min is not None or max is not None:
+            min_ = _np.alias("clip", "min_", min_, None, "min", min)
+            max_ = _np.alias("clip", "max_", max_, None, "max", max)
         if min_ is None and max_ is None:
             raise ArgumentError("clip: at least one of min_ and max_ must be given")
         out = cast("Tensor", self)
@@ -271,9 +277,15 @@ class MathOpsMixin:
         return self.isclose(other, rtol=rtol, atol=atol, equal_nan=equal_nan).all()
 
     # ------------------------------------------------------------------ statistics
-    def var(self, axis: Axis = None, keepdim: bool = False, correction: int = 1) -> "Tensor":
+    def var(self, axis: Axis = None, keepdim: bool = False, correction: int = 1, *,
+            keepdims: bool | None = None, ddof: int | None = None, where: Any = None,
+            dtype: Any = None) -> "Tensor":
         """Variance over `axis`: the sum of squared deviations over n - correction (Bessel's
-        correction 1 by default); inf or NaN, with NaN gradients, when that is <= 0."""
+        correction 1 by default, unlike NumPy's ddof=0); inf or NaN, with NaN gradients, when
+        that is <= 0. NumPy's keepdims=, ddof= (correction), where= and dtype= work too."""
+        if keepdims is not None or ddof is not None or where is not None or dtype is not None:
+            return _np.numpy_var(cast("Tensor", self), "var", axis, keepdim, correction,
+                                 keepdims, ddof, where, dtype)
         x, out_dtype = _widened(cast("Tensor", self))
         axes = _axes(x, axis)
         squares = (x - x.mean(axes, keepdim=True)).square()
@@ -282,19 +294,29 @@ class MathOpsMixin:
         # no degrees of freedom: inf (NaN for 0 / 0) with NaN gradients, as PyTorch
         return (total / dof if dof > 0 else total * math.inf).cast(out_dtype)
 
-    def std(self, axis: Axis = None, keepdim: bool = False, correction: int = 1) -> "Tensor":
-        """Standard deviation over `axis` (the square root of var)."""
+    def std(self, axis: Axis = None, keepdim: bool = False, correction: int = 1, *,
+            keepdims: bool | None = None, ddof: int | None = None, where: Any = None,
+            dtype: Any = None) -> "Tensor":
+        """Standard deviation over `axis` (the square root of var; correction 1 by default);
+        NumPy's keepdims=, ddof= (correction), where= and dtype= work too."""
+        if keepdims is not None or ddof is not None or where is not None or dtype is not None:
+            return _np.numpy_var(cast("Tensor", self), "std", axis, keepdim, correction,
+                                 keepdims, ddof, where, dtype)
         x, out_dtype = _widened(cast("Tensor", self))
         return x.var(axis, keepdim, correction).sqrt().cast(out_dtype)
 
-    def var_mean(self, axis: Axis = None, keepdim: bool = False,
-                 correction: int = 1) -> tuple["Tensor", "Tensor"]:
-        """(var, mean) over `axis`."""
+    def var_mean(self, axis: Axis = None, keepdim: bool = False, correction: int = 1, *,
+                 keepdims: bool | None = None) -> tuple["Tensor", "Tensor"]:
+        """(var, mean) over `axis` (keepdims= is accepted for keepdim)."""
+        if keepdims is not None:
+            keepdim = _np.keep_flag("var_mean", keepdim, keepdims)
         return self.var(axis, keepdim, correction), self.mean(axis, keepdim)
 
-    def std_mean(self, axis: Axis = None, keepdim: bool = False,
-                 correction: int = 1) -> tuple["Tensor", "Tensor"]:
-        """(std, mean) over `axis`."""
+    def std_mean(self, axis: Axis = None, keepdim: bool = False, correction: int = 1, *,
+                 keepdims: bool | None = None) -> tuple["Tensor", "Tensor"]:
+        """(std, mean) over `axis` (keepdims= is accepted for keepdim)."""
+        if keepdims is not None:
+            keepdim = _np.keep_flag("std_mean", keepdim, keepdims)
         return self.std(axis, keepdim, correction), self.mean(axis, keepdim)
 
     # ------------------------------------------------------------------ softmax family
@@ -316,8 +338,12 @@ class MathOpsMixin:
         shifted, total, out_dtype = self._softmax_parts(axis, dtype)
         return (shifted - total.log()).cast(out_dtype)
 
-    def logsumexp(self, axis: Axis = None, keepdim: bool = False) -> "Tensor":
-        """log(sum(exp(x))) over `axis`, computed from x - max(x)."""
+    def logsumexp(self, axis: Axis = None, keepdim: bool = False, *,
+                  keepdims: bool | None = None) -> "Tensor":
+        """log(sum(exp(x))) over `axis`, computed from x - max(x) (keepdims= is accepted for
+        keepdim)."""
+        if keepdims is not None:
+            keepdim = _np.keep_flag("logsumexp", keepdim, keepdims)
         x, out_dtype = _widened(cast("Tensor", self))
         axes = _axes(x, axis)
         m = _shift(x, axes)
@@ -339,18 +365,21 @@ class MathOpsMixin:
         return x.cast(out_dtype)
 
     # ------------------------------------------------------------------ cumulative
-    def _cumulative(self, axis: int, kind: str) -> "Tensor":
-        x = self.cast(sum_dtype(self.dtype))
+    def _cumulative(self, axis: int | None, kind: str, dtype: Any = None) -> "Tensor":
+        if axis is None:  # NumPy: along the flattened Tensor
+            return self.reshape(-1)._cumulative(0, kind, dtype)
+        x = self.cast(sum_dtype(self.dtype) if dtype is None else dtype)
         a = x._axis(axis)  # 0-d: only 0 and -1 are valid
         return x if x.ndim == 0 else P.cumulative(x, a, False, kind)
 
-    def cumsum(self, axis: int = 0) -> "Tensor":
-        """Running sum along `axis` (bools and small ints accumulate in int32)."""
-        return self._cumulative(axis, "cumsum")
+    def cumsum(self, axis: int | None = 0, *, dtype: Any = None) -> "Tensor":
+        """Running sum along `axis` (0 by default, as tinygrad; None: of the flattened Tensor,
+        as NumPy); bools and small ints accumulate in int32, or in `dtype` if given."""
+        return self._cumulative(axis, "cumsum", dtype)
 
-    def cumprod(self, axis: int) -> "Tensor":
-        """Running product along `axis`."""
-        return self._cumulative(axis, "cumprod")
+    def cumprod(self, axis: int | None, *, dtype: Any = None) -> "Tensor":
+        """Running product along `axis` (None: of the flattened Tensor), in `dtype` if given."""
+        return self._cumulative(axis, "cumprod", dtype)
 
     def _cum_extremum(self, axis: int, kind: str) -> tuple["Tensor", "Tensor"]:
         from fgrad.core.tensor import Tensor

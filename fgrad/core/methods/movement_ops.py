@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from functools import reduce
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence, cast
 
 import numpy as np
 
@@ -17,6 +17,7 @@ from fgrad.core import prims as P
 from fgrad.core.dtypes import dtypes
 from fgrad.core.errors import ArgumentError, ArgumentTypeError, AxisError, IndexRangeError
 from fgrad.core.prims._util import fmt_shape
+from fgrad.core.methods.array_methods import UNSET, element_repeat
 from fgrad.core.methods.extra_ops import split_sequence
 from fgrad.core.methods.index_ops import IndexOpsMixin, as_int, take_range
 from fgrad.core.methods.nn.resize_uint8 import linear_axis_uint8
@@ -196,9 +197,19 @@ class MovementOpsMixin(IndexOpsMixin):
                                   axis)
         return x
 
-    def repeat(self, repeats: int | Sequence[int], *args: int) -> "Tensor":
+    def repeat(self, repeats: int | Sequence[int], *args: int, axis: int | None = UNSET,
+               total_repeat_length: int | None = None) -> "Tensor":
         """Tile the Tensor `repeats[i]` times along each axis (PyTorch's repeat; extra leading
-        repeats add axes)."""
+        repeats add axes). With axis= or total_repeat_length= it is NumPy's repeat instead:
+        each entry `repeats` times (an int, or one count per entry) along `axis` (None: of
+        the flattened Tensor), cut or padded with the last entry to total_repeat_length."""
+        if axis is not UNSET or total_repeat_length is not None:
+            if args:
+                raise ArgumentTypeError("Tensor.repeat: axis= repeats entries along one axis "
+                                        "(NumPy's repeat) and takes one `repeats`; pass more "
+                                        "counts without axis= to tile (tinygrad's repeat)")
+            return element_repeat(cast("Tensor", self), repeats,
+                                  None if axis is UNSET else axis, total_repeat_length)
         reps = tuple(as_int("repeat", r) for r in (
             repeats if isinstance(repeats, (tuple, list)) else (repeats,) + args))
         if len(reps) < self.ndim or any(r < 0 for r in reps):

@@ -368,8 +368,12 @@ class MathMixin:
         """Round up."""
         return self._rounding(P.ceil_p)
 
-    def round(self) -> "Tensor":
-        """Round half to even (as PyTorch)."""
+    def round(self, decimals: builtins.int = 0) -> "Tensor":
+        """Round half to even (as PyTorch); to `decimals` places as NumPy's round (negative:
+        to tens, hundreds, ...; integers stay integers)."""
+        if decimals:
+            from fgrad.core.methods.array_methods import round_decimals
+            return round_decimals(cast("Tensor", self), decimals)
         return self._rounding(P.round_p)
 
     def trunc(self) -> "Tensor":
@@ -434,9 +438,18 @@ class MathMixin:
             a, b = a.cast(dtype), b.cast(dtype)
         return _linalg_core.matmul(a, b)
 
-    def dot(self, w: Any, dtype: Any = None) -> "Tensor":
-        """Alias of matmul (as in the reference)."""
-        return self.matmul(w, dtype=dtype)
+    def dot(self, w: Any, dtype: Any = None, *, precision: Any = None,
+            preferred_element_type: Any = None) -> "Tensor":
+        """Alias of matmul (as in the reference: N-d operands batch, unlike NumPy's dot); a
+        0-d operand multiplies, as NumPy's. jax.Array.dot's preferred_element_type= casts
+        the result; `precision` is accepted and ignored (products run in the dtype)."""
+        if not isinstance(w, (builtins.bool, builtins.int, builtins.float)):
+            w = _tensor(w)  # Python scalars stay weak: they multiply below
+        if self.ndim and getattr(w, "ndim", 0):
+            out = self.matmul(w, dtype=dtype)
+        else:
+            out = self * w if dtype is None else self.cast(dtype) * w
+        return out if preferred_element_type is None else out.cast(preferred_element_type)
 
 
 def _has_negative(y: Any) -> bool:

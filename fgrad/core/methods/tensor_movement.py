@@ -25,8 +25,12 @@ class MovementMixin:
 
     __slots__ = ()
 
-    def reshape(self, *shape: Any) -> "Tensor":
-        """New shape with the same elements; one entry may be -1 (inferred), None keeps."""
+    def reshape(self, *shape: Any, order: str = "C") -> "Tensor":
+        """New shape with the same elements; one entry may be -1 (inferred), None keeps.
+        order='F' reads and writes the elements in column-major order (NumPy's)."""
+        if order != "C":
+            from fgrad.core.methods.array_methods import reshape_order
+            return reshape_order(cast("Tensor", self), shape, order)
         shape = _shape_args(shape)
         shape = tuple(self.shape[i] if s is None else int(s) for i, s in enumerate(shape))
         if shape.count(-1) > 1:
@@ -56,9 +60,16 @@ class MovementMixin:
         order = tuple(self._axis(int(o)) for o in _shape_args(order))
         return P.transpose(self, order)
 
-    def transpose(self, dim0: int = 1, dim1: int = 0) -> "Tensor":
-        """Swap two axes."""
+    def transpose(self, dim0: Any = 1, dim1: int = 0, *axes: int) -> "Tensor":
+        """Swap axes dim0 and dim1 (tinygrad's transpose; with no arguments the first two).
+        NumPy's forms permute: a tuple or list of axes, `None` (reverse them) or three or more
+        ints; a 0-d or 1-d Tensor's x.transpose() is itself."""
+        if axes or dim0 is None or isinstance(dim0, (tuple, list)):
+            from fgrad.core.methods.array_methods import permute_numpy
+            return permute_numpy(cast("Tensor", self), dim0, dim1, axes)
         order = list(range(self.ndim))
+        if len(order) < 2 and dim0 == 1 and dim1 == 0:
+            return cast("Tensor", self)
         a, b = self._axis(dim0), self._axis(dim1)
         order[a], order[b] = order[b], order[a]
         return P.transpose(self, order)
@@ -68,8 +79,15 @@ class MovementMixin:
         """All axes reversed (the matrix transpose for 2-d)."""
         return P.transpose(self, tuple(reversed(range(self.ndim))))
 
-    def flatten(self, start_dim: int = 0, end_dim: int = -1) -> "Tensor":
-        """Merge axes start_dim..end_dim into one."""
+    def flatten(self, start_dim: int = 0, end_dim: int = -1, *, order: str = "C") -> "Tensor":
+        """Merge axes start_dim..end_dim into one; order='F' (NumPy's, all axes) reads the
+        elements in column-major order."""
+        if order != "C":
+            if (start_dim, end_dim) != (0, -1):
+                raise ArgumentError("Tensor.flatten: order= flattens all axes; drop start_dim "
+                                    "and end_dim, or order")
+            from fgrad.core.methods.array_methods import reshape_order
+            return reshape_order(cast("Tensor", self), (-1,), order)
         if self.ndim == 0:
             return self.reshape(1)
         s, e = self._axis(start_dim), self._axis(end_dim)
@@ -81,8 +99,13 @@ class MovementMixin:
         d = self._axis(dim)
         return self.reshape(self.shape[:d] + tuple(sizes) + self.shape[d + 1:])
 
-    def squeeze(self, dim: int | None = None) -> "Tensor":
-        """Drop size-1 axes (only `dim` if given; a non-1 `dim` is left alone)."""
+    def squeeze(self, dim: int | None = None, *,
+                axis: int | Sequence[int] | None = None) -> "Tensor":
+        """Drop size-1 axes (only `dim` if given; a non-1 `dim` is left alone). NumPy's
+        axis= (an int or a tuple) requires every named axis to have length 1."""
+        if axis is not None:
+            from fgrad.core.methods.array_methods import numpy_squeeze
+            return numpy_squeeze(cast("Tensor", self), dim, axis)
         if dim is None:
             return self.reshape(tuple(d for d in self.shape if d != 1))
         d = self._axis(dim)  # 0-d: only 0 and -1 are valid

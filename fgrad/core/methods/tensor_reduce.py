@@ -1,4 +1,7 @@
-"""Tensor reductions: sum, prod, max, min, mean, any, all, argmax, argmin."""
+"""Tensor reductions: sum, prod, max, min, mean, any, all, argmax, argmin.
+
+Each also takes NumPy's keywords (keepdims=, where=, initial=, dtype=); those calls go to
+`array_methods`, so tinygrad's call forms pay one keyword check."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Sequence, cast
@@ -6,6 +9,7 @@ from typing import TYPE_CHECKING, Any, Sequence, cast
 from fgrad.core import dtypes as _dt
 from fgrad.core import prims as P
 from fgrad.core.dtypes import dtypes
+from fgrad.core.methods import array_methods as _np
 
 if TYPE_CHECKING:
     from fgrad.core.tensor import Tensor
@@ -41,40 +45,70 @@ class ReduceMixin:
 
     __slots__ = ()
 
-    def sum(self, axis: Axis = None, keepdim: bool = False, dtype: Any = None) -> "Tensor":
-        """Sum over `axis` (all axes when None); half types accumulate in float32."""
+    def sum(self, axis: Axis = None, keepdim: bool = False, dtype: Any = None, *,
+            keepdims: bool | None = None, initial: Any = None, where: Any = None) -> "Tensor":
+        """Sum over `axis` (all axes when None); half types accumulate in float32. NumPy's
+        keywords work too: keepdims= (keepdim), initial= (added) and where= (a mask)."""
+        if keepdims is not None or initial is not None or where is not None:
+            return _np.numpy_sum(cast("Tensor", self), "sum", axis,
+                                 keepdim, dtype, keepdims, initial, where)
         x = self.cast(dtype) if dtype is not None else self.cast(sum_dtype(self.dtype))
         axes = _axes(x, axis)
         return _keep(x, P.reduce_sum(x, axes), axes, keepdim)
 
-    def prod(self, axis: Axis = None, keepdim: bool = False, dtype: Any = None) -> "Tensor":
-        """Product over `axis`."""
+    def prod(self, axis: Axis = None, keepdim: bool = False, dtype: Any = None, *,
+             keepdims: bool | None = None, initial: Any = None, where: Any = None) -> "Tensor":
+        """Product over `axis` (NumPy's keepdims=, initial= and where= work too)."""
+        if keepdims is not None or initial is not None or where is not None:
+            return _np.numpy_sum(cast("Tensor", self), "prod", axis,
+                                 keepdim, dtype, keepdims, initial, where)
         x = self.cast(dtype) if dtype is not None else self.cast(sum_dtype(self.dtype))
         axes = _axes(x, axis)
         return _keep(x, P.reduce_prod(x, axes), axes, keepdim)
 
-    def max(self, axis: Axis = None, keepdim: bool = False) -> "Tensor":
-        """Maximum over `axis`."""
+    def max(self, axis: Axis = None, keepdim: bool = False, *, keepdims: bool | None = None,
+            initial: Any = None, where: Any = None) -> "Tensor":
+        """Maximum over `axis`. NumPy's keywords work too: keepdims= (keepdim), initial= (a
+        lower bound on the result) and where= (a mask; it needs initial=)."""
+        if keepdims is not None or initial is not None or where is not None:
+            return _np.numpy_extremum(cast("Tensor", self), "max", axis,
+                                      keepdim, keepdims, initial, where)
         axes = _axes(self, axis)
         return _keep(self, P.reduce_max(self, axes), axes, keepdim)
 
-    def min(self, axis: Axis = None, keepdim: bool = False) -> "Tensor":
-        """Minimum over `axis`."""
+    def min(self, axis: Axis = None, keepdim: bool = False, *, keepdims: bool | None = None,
+            initial: Any = None, where: Any = None) -> "Tensor":
+        """Minimum over `axis` (NumPy's keepdims=, initial= and where= work too)."""
+        if keepdims is not None or initial is not None or where is not None:
+            return _np.numpy_extremum(cast("Tensor", self), "min", axis,
+                                      keepdim, keepdims, initial, where)
         axes = _axes(self, axis)
         return _keep(self, P.reduce_min(self, axes), axes, keepdim)
 
-    def any(self, axis: Axis = None, keepdim: bool = False) -> "Tensor":
-        """True if any element along `axis` is nonzero (False over an empty axis)."""
+    def any(self, axis: Axis = None, keepdim: bool = False, *, keepdims: bool | None = None,
+            where: Any = None) -> "Tensor":
+        """True if any element along `axis` is nonzero (False over an empty axis); NumPy's
+        keepdims= and where= work too."""
+        if keepdims is not None or where is not None:
+            return _np.numpy_any_all(cast("Tensor", self), "any", axis, keepdim, keepdims, where)
         x = self.cast(dtypes.bool)
         return x.sum(axis, keepdim) != 0 if x.numel() == 0 else x.max(axis, keepdim)
 
-    def all(self, axis: Axis = None, keepdim: bool = False) -> "Tensor":
-        """True if every element along `axis` is nonzero (True over an empty axis)."""
+    def all(self, axis: Axis = None, keepdim: bool = False, *, keepdims: bool | None = None,
+            where: Any = None) -> "Tensor":
+        """True if every element along `axis` is nonzero (True over an empty axis); NumPy's
+        keepdims= and where= work too."""
+        if keepdims is not None or where is not None:
+            return _np.numpy_any_all(cast("Tensor", self), "all", axis, keepdim, keepdims, where)
         x = self.cast(dtypes.bool)
         return x.sum(axis, keepdim) == 0 if x.numel() == 0 else x.min(axis, keepdim)
 
-    def mean(self, axis: Axis = None, keepdim: bool = False) -> "Tensor":
-        """Arithmetic mean over `axis` (ints give float32)."""
+    def mean(self, axis: Axis = None, keepdim: bool = False, *, keepdims: bool | None = None,
+             dtype: Any = None, where: Any = None) -> "Tensor":
+        """Arithmetic mean over `axis` (ints give float32); NumPy's keepdims=, dtype= and
+        where= (the mean of the selected entries) work too."""
+        if keepdims is not None or dtype is not None or where is not None:
+            return _np.numpy_mean(cast("Tensor", self), axis, keepdim, keepdims, dtype, where)
         x = cast("Tensor", self) if self.dtype.is_float else self.cast(dtypes.default_float)
         axes = _axes(x, axis)
         count = 1
@@ -83,12 +117,18 @@ class ReduceMixin:
         total = x.sum(axis, keepdim)
         return total / count if count else total * float("nan")
 
-    def argmax(self, axis: int | None = None, keepdim: bool = False) -> "Tensor":
+    def argmax(self, axis: int | None = None, keepdim: bool = False, *,
+               keepdims: bool | None = None) -> "Tensor":
         """Index of the first maximum along `axis` (of the flattened Tensor when None)."""
+        if keepdims is not None:
+            keepdim = _np.keep_flag("argmax", keepdim, keepdims)
         return self._arg(P.argmax_p, axis, keepdim)
 
-    def argmin(self, axis: int | None = None, keepdim: bool = False) -> "Tensor":
+    def argmin(self, axis: int | None = None, keepdim: bool = False, *,
+               keepdims: bool | None = None) -> "Tensor":
         """Index of the first minimum along `axis`."""
+        if keepdims is not None:
+            keepdim = _np.keep_flag("argmin", keepdim, keepdims)
         return self._arg(P.argmin_p, axis, keepdim)
 
     def _arg(self, prim: Any, axis: int | None, keepdim: bool) -> "Tensor":
