@@ -6,7 +6,9 @@ fields are sorted by value: Tensors, Modules and lists/tuples/dicts holding any 
 (pytree leaves and sub-trees, in assignment order, keyed by field name); everything else is
 static metadata, kept in the tree structure and therefore required to be hashable. After that
 the module is frozen: `module.replace(**fields)` and `tree_at(where, tree, replace=...)` return
-updated copies.
+updated copies. `field(static=True)` (Equinox's `eqx.field`) keeps a field out of the pytree
+whatever it holds; `field(converter=...)`, `default_factory=`, `__post_init__` and
+`__check_init__` work as in Equinox.
 """
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ from typing_extensions import Self
 from fgrad.core import tree_util
 from fgrad.core.tensor import Tensor
 
-__all__ = ["FrozenModuleError", "Module", "tree_at"]
+__all__ = ["FrozenModuleError", "Module", "field", "tree_at"]
 
 _CHILD: Any = type("_Child", (), {"__repr__": lambda self: "<child>"})()
 _NO_DEFAULT: Any = inspect.Parameter.empty
@@ -29,6 +31,46 @@ _NO_DEFAULT: Any = inspect.Parameter.empty
 
 class FrozenModuleError(AttributeError):
     """Raised when a field of a finished module is set or deleted."""
+
+
+class _FieldSpec:
+    """What `field(...)` returns: read (and removed) when the Module subclass is created."""
+
+    def __init__(self, static: bool, default: Any, default_factory: Callable[[], Any] | None,
+                 converter: Callable[[Any], Any] | None) -> None:
+        self.static, self.default = static, default
+        self.default_factory, self.converter = default_factory, converter
+
+
+class _Factory:
+    """The signature default of a field with a `default_factory` (called per instance)."""
+
+    def __init__(self, factory: Callable[[], Any]) -> None:
+        self.factory = factory
+
+    def __repr__(self) -> str:
+        return f"<factory {getattr(self.factory, '__name__', self.factory)!r}>"
+
+
+def field(*, static: bool = False, default: Any = _NO_DEFAULT,
+          default_factory: Callable[[], Any] | None = None,
+          converter: Callable[[Any], Any] | None = None, **kwargs: Any) -> Any:
+    """Declare a Module field with options, as Equinox's `eqx.field`::
+
+        class Net(nn.Module):
+            layers: tuple
+            depth: int = nn.field(static=True)
+            scale: Tensor = nn.field(converter=Tensor, default=1.0)
+
+    `static=True` keeps the value in the tree structure (never a leaf, so never traced or
+    differentiated; it must be hashable). Fields holding no Tensor or Module are static
+    anyway; the flag matters for a field that holds one. `converter` is applied to the
+    value when `__init__` finishes (not by `replace`/`tree_at`). Other keywords of
+    `dataclasses.field` (`repr=`, `metadata=`, ...) are accepted and ignored.
+    """
+    if default is not _NO_DEFAULT and default_factory is not None:
+        raise TypeError("field: pass at most one of `default=` and `default_factory=`")
+    return _FieldSpec(static, default, default_factory, converter)
 
 
 # --------------------------------------------------------------------------- fields
@@ -63,9 +105,10 @@ def _as_static(cls_name: str, name: str, value: Any) -> Any:
 def _freeze(module: Module, keep_children: tuple[str, ...] = ()) -> None:
     """Sort the fields of `module` into children and static values, then freeze it."""
     fields = vars(module)
+    static = type(module)._fgrad_static
     children = []
     for name, value in fields.items():
-        if name in keep_children or _is_child(value):
+        if name not in static and (name in keep_children or _is_child(value)):
             children.append(name)
         else:
             fields[name] = _as_static(type(module).__name__, name, value)
@@ -118,7 +161,9 @@ def _annotated_fields(cls: type) -> list[inspect.Parameter]:
             if not _is_classvar(annotation) and not name.startswith("_"):
                 names[name] = None
     kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
-    return [inspect.Parameter(n, kind, default=getattr(cls, n, _NO_DEFAULT)) for n in names]
+    factories: dict[str, Callable[[], Any]] = getattr(cls, "_fgrad_factories", {})
+    return [inspect.Parameter(n, kind, default=_Factory(factories[n]) if n in factories
+                              else getattr(cls, n, _NO_DEFAULT)) for n in names]
 
 
 def _generated_init(cls: type) -> Callable[..., None]:
@@ -134,7 +179,10 @@ def _generated_init(cls: type) -> Callable[..., None]:
         bound = signature.bind(self, *args, **kwargs)
         bound.apply_defaults()
         for name, value in list(bound.arguments.items())[1:]:
-            setattr(self, name, value)
+            setattr(self, name, value.factory() if isinstance(value, _Factory) else value)
+        post_init = getattr(self, "__post_init__", None)
+        if post_init is not None:  # as a dataclass: only a generated __init__ calls it
+            post_init()
 
     __init__.__signature__ = signature  # type: ignore[attr-defined]  # read by inspect
     __init__.__qualname__ = f"{cls.__qualname__}.__init__"
@@ -148,9 +196,47 @@ def _freezing_init(init: Callable[..., None]) -> Callable[..., None]:
     def __init__(self: Module, *args: Any, **kwargs: Any) -> None:
         init(self, *args, **kwargs)
         if type(self).__init__ is __init__:  # not a super().__init__() from a subclass
+            _convert(self)
             _freeze(self)
+            for kls in reversed(type(self).__mro__):
+                check = vars(kls).get("__check_init__")
+                if check is not None:
+                    check(self)
 
     return __init__
+
+
+def _convert(module: Module) -> None:
+    """Apply the `field(converter=...)` of each field that `__init__` set."""
+    fields = vars(module)
+    for name, convert in type(module)._fgrad_converters.items():
+        if name in fields:
+            fields[name] = convert(fields[name])
+
+
+def _read_field_specs(cls: type[Module]) -> None:
+    """Replace the `field(...)` values of `cls`'s own annotated fields by their defaults
+    and record the static names, converters and factories (inherited ones included)."""
+    static = set(getattr(cls, "_fgrad_static", ()))
+    converters = dict(getattr(cls, "_fgrad_converters", {}))
+    factories = dict(getattr(cls, "_fgrad_factories", {}))
+    for name in vars(cls).get("__annotations__", {}):
+        spec = vars(cls).get(name)
+        if not isinstance(spec, _FieldSpec):
+            continue
+        if spec.static:
+            static.add(name)
+        if spec.converter is not None:
+            converters[name] = spec.converter
+        if spec.default_factory is not None:
+            factories[name] = spec.default_factory
+        if spec.default is _NO_DEFAULT:
+            delattr(cls, name)
+        else:
+            setattr(cls, name, spec.default)
+    cls._fgrad_static = frozenset(static)
+    cls._fgrad_converters = converters
+    cls._fgrad_factories = factories
 
 
 # --------------------------------------------------------------------------- Module
@@ -181,9 +267,14 @@ class Module:
     needs_key: ClassVar[bool] = False
     # Names of non-trainable fields (optimizers leave them alone; see fgrad/nn/trainable.py).
     buffers: ClassVar[tuple[str, ...]] = ()
+    # Read from `field(...)` declarations: always-static names, converters, default factories.
+    _fgrad_static: ClassVar[frozenset[str]] = frozenset()
+    _fgrad_converters: ClassVar[dict[str, Callable[[Any], Any]]] = {}
+    _fgrad_factories: ClassVar[dict[str, Callable[[], Any]]] = {}
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
+        _read_field_specs(cls)
         own_fields = [n for n, a in vars(cls).get("__annotations__", {}).items()
                       if not _is_classvar(a)]
         if "__init__" not in vars(cls) and own_fields:

@@ -17,7 +17,7 @@ from typing import Any, Callable
 from fgrad.core import tree_util
 from fgrad.nn.module import Module
 
-__all__ = ["Frozen", "combine", "has_buffers", "is_buffer_field", "partition",
+__all__ = ["Frozen", "combine", "filter_flags", "has_buffers", "is_buffer_field", "partition",
            "trainable_mask"]
 
 
@@ -56,32 +56,49 @@ def has_buffers(tree: Any) -> bool:
     return not all(tree_util.tree_leaves(trainable_mask(tree)))
 
 
-def _resolve(tree: Any, filter_spec: Any) -> list[bool]:
-    """One bool per leaf of `tree` from a mask pytree, a predicate on leaves, or None."""
-    if filter_spec is None:
-        spec = trainable_mask(tree)
-    elif callable(filter_spec):
-        return [bool(filter_spec(x)) for x in tree_util.tree_leaves(tree)]
-    else:
-        spec = filter_spec
-    return [bool(flag) for flag in tree_util.prefix_leaves(spec, tree, "partition filter")]
+def filter_flags(tree: Any, filter_spec: Any, is_leaf: Callable[[Any], bool] | None = None,
+                 who: str = "partition") -> list[bool]:
+    """One bool per leaf of `tree` (flattened with `is_leaf`), from `filter_spec`: a pytree
+    prefix of `tree` whose leaves are bools (for the whole subtree below) or predicates
+    `leaf -> bool` (called on each leaf below), e.g. one predicate for the whole tree."""
+    values, prefix_def = tree_util.tree_flatten(filter_spec)
+    try:
+        subtrees = prefix_def.flatten_up_to(tree)
+    except (ValueError, TypeError) as err:
+        raise ValueError(f"{who}: filter_spec must be a bool/callable or a pytree with the "
+                         f"structure of the tree it filters (or a prefix of it): {err}") from None
+    flags: list[bool] = []
+    for value, sub in zip(values, subtrees):
+        leaves = tree_util.tree_leaves(sub, is_leaf)
+        if callable(value):
+            flags += [bool(value(x)) for x in leaves]
+        elif isinstance(value, (bool, int)) or hasattr(value, "__bool__"):
+            flags += [bool(value)] * len(leaves)
+        else:
+            raise ValueError(f"{who}: filter_spec leaves must be bools or callables "
+                             f"`leaf -> bool`, got a {type(value).__name__}")
+    return flags
 
 
-def partition(tree: Any, filter_spec: Any = None) -> tuple[Any, Any]:
-    """Split `tree` into `(selected, rest)`, each with None in place of the other's leaves.
+def partition(tree: Any, filter_spec: Any = None, replace: Any = None,
+              is_leaf: Callable[[Any], bool] | None = None) -> tuple[Any, Any]:
+    """Split `tree` into `(selected, rest)`, each with `replace` (None) in place of the
+    other's leaves (Equinox's `partition`).
 
-    `filter_spec` is a pytree of bools shaped like `tree` (or a prefix of it), a predicate
-    `leaf -> bool`, or None for `trainable_mask(tree)` (then `selected` holds the trainable
-    parameters and `rest` the buffers). `combine(selected, rest)` rebuilds `tree`.
+    `filter_spec` is a pytree of bools and/or predicates `leaf -> bool` shaped like `tree`
+    (or a prefix of it, e.g. one predicate such as `nn.is_inexact_array`), or None for
+    `trainable_mask(tree)` (then `selected` holds the trainable parameters and `rest` the
+    buffers). `combine(selected, rest)` rebuilds `tree`.
     """
-    leaves, treedef = tree_util.tree_flatten(tree)
-    flags = _resolve(tree, filter_spec)
-    left = [x if f else None for x, f in zip(leaves, flags)]
-    right = [None if f else x for x, f in zip(leaves, flags)]
+    leaves, treedef = tree_util.tree_flatten(tree, is_leaf)
+    spec = trainable_mask(tree) if filter_spec is None else filter_spec
+    flags = filter_flags(tree, spec, is_leaf)
+    left = [x if f else replace for x, f in zip(leaves, flags)]
+    right = [replace if f else x for x, f in zip(leaves, flags)]
     return treedef.unflatten(left), treedef.unflatten(right)
 
 
-def combine(*trees: Any) -> Any:
+def combine(*trees: Any, is_leaf: Callable[[Any], bool] | None = None) -> Any:
     """Merge trees of equal structure (None marking holes): each leaf from the first tree
     that has it there (Equinox's `combine`)."""
     if not trees:
@@ -90,8 +107,10 @@ def combine(*trees: Any) -> Any:
     def first(*xs: Any) -> Any:
         return next((x for x in xs if x is not None), None)
 
-    is_none: Callable[[Any], bool] = lambda x: x is None  # noqa: E731
-    return tree_util.tree_map(first, *trees, is_leaf=is_none)
+    def is_hole(x: Any) -> bool:
+        return x is None or (is_leaf is not None and bool(is_leaf(x)))
+
+    return tree_util.tree_map(first, *trees, is_leaf=is_hole)
 
 
 class Frozen(Module):
