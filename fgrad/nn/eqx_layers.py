@@ -434,11 +434,11 @@ def default_serialise_filter_spec(f: BinaryIO, x: Any) -> None:
 def default_deserialise_filter_spec(f: BinaryIO, x: Any) -> Any:
     """Read what `default_serialise_filter_spec` wrote for a leaf like `x`."""
     if isinstance(x, (Tensor, ShapedArray)):
-        return Tensor(np.load(f))
+        return Tensor(np.load(f, allow_pickle=False))
     if isinstance(x, (np.ndarray, np.generic)):
-        return np.load(f)
+        return np.load(f, allow_pickle=False)
     if isinstance(x, (bool, int, float, complex)):
-        return type(x)(np.load(f).item())
+        return type(x)(np.load(f, allow_pickle=False).item())
     return x
 
 
