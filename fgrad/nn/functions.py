@@ -2,7 +2,10 @@
 
 They take arrays or Tensors (traced ones too) and follow jax.nn's arguments and numbers:
 gelu is the tanh approximation by default (approximate=False: the erf form), softplus is
-log(1 + exp(x)) computed without overflow, leaky_relu's slope defaults to 0.01.
+log(1 + exp(x)) computed without overflow, leaky_relu's slope defaults to 0.01. softmax and
+log_softmax take JAX's `where=` mask: masked entries get probability 0 (log-probability
+-inf) and take no part in the normalization; a fully masked slice gives all zeros (all
+-inf), with zero gradients.
 """
 from __future__ import annotations
 
@@ -12,15 +15,20 @@ from typing import Any
 import numpy as np
 
 from fgrad.core.dtypes import dtypes
-from fgrad.core.prims import log1p_p
+from fgrad.core.prims import expm1_p, log1p_p
 from fgrad.core.tensor import Tensor
-from fgrad.numpy._base import ArrayLike, Axis, asarray, axes_of, float_of, to_dtype
-from fgrad.scipy.special import log_softmax, logsumexp, softmax
+from fgrad.numpy._base import (ArrayLike, Axis, asarray, axes_of, float_of, is_scalar,
+                               to_dtype)
+from fgrad.numpy.shape import broadcast_to
+from fgrad.scipy import special as _sp
+from fgrad.scipy.special import logsumexp
+from fgrad.transforms import stop_gradient
 
 __all__ = ["celu", "dot_product_attention", "elu", "gelu", "glu", "hard_sigmoid", "hard_silu",
-           "hard_swish", "hard_tanh", "leaky_relu", "log_sigmoid", "log_softmax", "logsumexp",
-           "one_hot", "relu", "relu6", "selu", "sigmoid", "silu", "soft_sign", "softmax",
-           "softplus", "standardize", "swish"]
+           "hard_swish", "hard_tanh", "identity", "leaky_relu", "log1mexp", "log_sigmoid",
+           "log_softmax", "logmeanexp", "logsumexp", "mish", "one_hot", "relu", "relu6", "selu",
+           "sigmoid", "silu", "soft_sign", "softmax", "softplus", "sparse_plus",
+           "sparse_sigmoid", "squareplus", "standardize", "swish", "tanh"]
 
 
 def _f(x: ArrayLike) -> Tensor:
@@ -150,14 +158,126 @@ def one_hot(x: ArrayLike, num_classes: int, *, dtype: Any = None, axis: int = -1
     return (expanded == classes).cast(want)
 
 
-def standardize(x: ArrayLike, axis: Axis = -1, mean: ArrayLike = None,
-                variance: ArrayLike = None, epsilon: float = 1e-5) -> Tensor:
-    """(x - mean) / sqrt(variance + epsilon) along `axis` (statistics computed if omitted)."""
+# ---------------------------------------------------------------------------- softmax
+# family with where= masks and newer jax.nn activations
+
+def _masked(x: Tensor, where: ArrayLike, axes: tuple[int, ...]) -> tuple[Tensor, Tensor,
+                                                                         Tensor]:
+    """(mask, x with masked entries at -inf, the masked max along axes (0 when empty))."""
+    mask = asarray(where)
+    if mask.dtype.is_float or mask.dtype.is_int:
+        mask = mask != 0
+    hidden = mask.where(x, -math.inf)
+    peak = stop_gradient(hidden.max(axes, keepdim=True))
+    return mask, hidden, peak.isfinite().where(peak, 0.0)
+
+
+def softmax(x: ArrayLike, axis: Axis = -1, where: ArrayLike | None = None) -> Tensor:
+    """exp(x) / sum(exp(x)) along `axis`; with `where`, over the entries where it is True
+    only (the others get 0)."""
+    if where is None:
+        return _sp.softmax(x, axis)
+    t = _f(x)
+    axes = axes_of(axis, t.ndim, "softmax")
+    mask, hidden, peak = _masked(t, where, axes)
+    e = (hidden - peak).exp()
+    total = e.sum(axes, keepdim=True)
+    return mask.where(e / (total == 0).where(1.0, total), 0.0)
+
+
+def log_softmax(x: ArrayLike, axis: Axis = -1, where: ArrayLike | None = None) -> Tensor:
+    """x - logsumexp(x) along `axis`; with `where`, normalized over the entries where it is
+    True (the others are -inf)."""
+    if where is None:
+        return _sp.log_softmax(x, axis)
+    t = _f(x)
+    axes = axes_of(axis, t.ndim, "log_softmax")
+    mask, hidden, peak = _masked(t, where, axes)
+    shifted = hidden - peak
+    total = shifted.exp().sum(axes, keepdim=True)
+    return mask.where(shifted - (total == 0).where(1.0, total).log(), -math.inf)
+
+
+def identity(x: ArrayLike) -> Tensor:
+    """x itself (as a Tensor)."""
+    return asarray(x)
+
+
+def tanh(x: ArrayLike) -> Tensor:
+    """The hyperbolic tangent (jax.nn.tanh is jnp.tanh)."""
+    return _f(x).tanh()
+
+
+def mish(x: ArrayLike) -> Tensor:
+    """x * tanh(softplus(x))."""
+    t = _f(x)
+    return t * softplus(t).tanh()
+
+
+def squareplus(x: ArrayLike, b: ArrayLike = 4) -> Tensor:
+    """(x + sqrt(x^2 + b)) / 2, a smooth relu."""
+    t = _f(x)
+    return (t + (t * t + b).sqrt()) / 2.0
+
+
+def sparse_plus(x: ArrayLike) -> Tensor:
+    """0 for x <= -1, x for x >= 1, (x + 1)^2 / 4 between."""
+    t = _f(x)
+    return (t <= -1.0).where(0.0, (t >= 1.0).where(t, (t + 1.0) * (t + 1.0) / 4.0))
+
+
+def sparse_sigmoid(x: ArrayLike) -> Tensor:
+    """clip(x + 1, 0, 2) / 2, the derivative of sparse_plus."""
+    return 0.5 * (_f(x) + 1.0).maximum(0.0).minimum(2.0)
+
+
+def log1mexp(x: ArrayLike) -> Tensor:
+    """log(1 - exp(-x)) for x >= 0, accurate near 0 and for large x."""
+    t = _f(x)
+    small = t < math.log(2.0)
+    near = (-expm1_p.bind(-small.where(t, 1.0))).log()
+    far = log1p_p.bind(-(-small.where(1.0, t)).exp())
+    return small.where(near, far)
+
+
+def logmeanexp(x: ArrayLike, axis: Axis = None, where: ArrayLike | None = None,
+               keepdims: bool = False) -> Tensor:
+    """log(mean(exp(x))) along `axis` (over the entries where `where` is True)."""
+    t = _f(x)
+    axes = axes_of(axis, t.ndim, "logmeanexp")
+    lse = _sp.logsumexp(t, axis=axes, keepdims=keepdims, where=where)
+    if where is None:
+        return lse - math.log(math.prod(t.shape[a] for a in axes))
+    mask = broadcast_to(asarray(where) != 0, t.shape)
+    return lse - mask.cast(t.dtype).sum(axes, keepdim=keepdims).log()
+
+
+def standardize(x: ArrayLike, axis: Axis = -1, mean: ArrayLike | None = None,
+                variance: ArrayLike | None = None, epsilon: ArrayLike = 1e-5,
+                where: ArrayLike | None = None, *, algorithm: str = "fast") -> Tensor:
+    """(x - mean) / sqrt(variance + epsilon) along `axis`; statistics computed over the
+    entries where `where` is True when omitted, by E[x^2] - E[x]^2 clipped at 0 ('fast') or
+    E[(x - mean)^2] ('stable')."""
+    if algorithm not in ("fast", "stable"):
+        raise ValueError(f"fgrad.nn.standardize: unknown algorithm {algorithm!r}; expected "
+                         f"'fast' or 'stable'")
     t = _f(x)
     axes = axes_of(axis, t.ndim, "standardize")
-    mu = t.mean(axes, keepdim=True) if mean is None else asarray(mean)
+    mask = None if where is None else broadcast_to(asarray(where) != 0, t.shape)
+
+    def avg(v: Tensor) -> Tensor:
+        if mask is None:
+            return v.mean(axes, keepdim=True)
+        total = mask.where(v, 0.0).sum(axes, keepdim=True)
+        return total / mask.cast(v.dtype).sum(axes, keepdim=True)
+    mu: Any = avg(t) if mean is None else mean if is_scalar(mean) else asarray(mean)
     if variance is None:
-        variance = (t * t).mean(axes, keepdim=True) - mu * mu
+        if algorithm == "stable":
+            variance = avg((t - mu) * (t - mu))
+        else:
+            variance = (avg(t * t) - mu * mu).maximum(0.0)
+    if is_scalar(variance) and is_scalar(epsilon):   # Python numbers stay weakly typed
+        return (t - mu) * (1.0 / math.sqrt(float(variance) + float(epsilon)))
     return (t - mu) * (asarray(variance) + epsilon).rsqrt()
 
 

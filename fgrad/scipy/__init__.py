@@ -1,5 +1,5 @@
-"""fgrad.scipy: jax.scipy's special, linalg, stats and optimize functions over fgrad
-Tensors."""
-from fgrad.scipy import linalg, optimize, special, stats
+"""fgrad.scipy: jax.scipy's special, linalg, stats, signal and optimize functions over
+fgrad Tensors."""
+from fgrad.scipy import linalg, optimize, signal, special, stats
 
-__all__ = ["linalg", "optimize", "special", "stats"]
+__all__ = ["linalg", "optimize", "signal", "special", "stats"]

@@ -1,5 +1,10 @@
-"""fgrad.scipy.stats: log densities and distribution functions (jax.scipy.stats' names):
-norm, multivariate_normal, bernoulli, uniform, t."""
+"""fgrad.scipy.stats: log densities and distribution functions (jax.scipy.stats' names).
+
+Here: norm, multivariate_normal, bernoulli, uniform, t. The others live in rooms of their
+own and are re-exported: stats_continuous (expon, laplace, cauchy, logistic, gumbel_l,
+gumbel_r, pareto, truncnorm), stats_shape (gamma, chi2, beta, gennorm, vonmises,
+wrapcauchy, dirichlet) and stats_discrete (poisson, binom, geom, nbinom, betabinom,
+multinomial)."""
 from __future__ import annotations
 
 import math
@@ -11,6 +16,15 @@ from fgrad.core.tensor import Tensor
 from fgrad.numpy._base import ArrayLike, asarray, float_of
 from fgrad.numpy.elementwise import same_shape_float
 from fgrad.scipy import special as _sp
+from fgrad.scipy.stats_continuous import (cauchy, expon, gumbel_l, gumbel_r, laplace, logistic,
+                                          pareto, truncnorm)
+from fgrad.scipy.stats_discrete import betabinom, binom, geom, multinomial, nbinom, poisson
+from fgrad.scipy.stats_shape import beta, chi2, dirichlet, gamma, gennorm, vonmises, wrapcauchy
+
+__all__ = ["bernoulli", "beta", "betabinom", "binom", "cauchy", "chi2", "dirichlet", "expon",
+           "gamma", "gennorm", "geom", "gumbel_l", "gumbel_r", "laplace", "logistic",
+           "multinomial", "multivariate_normal", "nbinom", "norm", "pareto", "poisson", "t",
+           "truncnorm", "uniform", "vonmises", "wrapcauchy"]
 
 _HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
 
@@ -54,8 +68,20 @@ def _norm_sf(x: ArrayLike, loc: ArrayLike = 0, scale: ArrayLike = 1) -> Tensor:
     return _sp.ndtr(-_std(x, loc, scale)[0])
 
 
+def _norm_logsf(x: ArrayLike, loc: ArrayLike = 0, scale: ArrayLike = 1) -> Tensor:
+    """log P(X > x), accurate in the right tail."""
+    return _sp.log_ndtr(-_std(x, loc, scale)[0])
+
+
+def _norm_isf(q: ArrayLike, loc: ArrayLike = 0, scale: ArrayLike = 1) -> Tensor:
+    """The inverse survival function: ppf(1 - q)."""
+    p, s = same_shape_float(q, scale)
+    return _sp.ndtri(1.0 - p) * s + loc
+
+
 norm = SimpleNamespace(logpdf=_norm_logpdf, pdf=_norm_pdf, cdf=_norm_cdf,
-                       logcdf=_norm_logcdf, ppf=_norm_ppf, sf=_norm_sf)
+                       logcdf=_norm_logcdf, ppf=_norm_ppf, sf=_norm_sf, logsf=_norm_logsf,
+                       isf=_norm_isf)
 
 
 def _mvn_logpdf(x: ArrayLike, mean: ArrayLike, cov: ArrayLike,
@@ -97,7 +123,22 @@ def _bernoulli_pmf(k: ArrayLike, p: ArrayLike, loc: ArrayLike = 0) -> Tensor:
     return _bernoulli_logpmf(k, p, loc).exp()
 
 
-bernoulli = SimpleNamespace(logpmf=_bernoulli_logpmf, pmf=_bernoulli_pmf)
+def _bernoulli_cdf(k: ArrayLike, p: ArrayLike) -> Tensor:
+    """P(K <= k): 0 below 0, 1 - p on [0, 1), 1 from 1; NaN for p outside [0, 1]."""
+    kk, pp = same_shape_float(k, p)
+    bad = kk.isnan() | pp.isnan() | (pp < 0) | (pp > 1)
+    return bad.where(math.nan, (kk < 0).where(0.0, (kk < 1).where(1.0 - pp, 1.0)))
+
+
+def _bernoulli_ppf(q: ArrayLike, p: ArrayLike) -> Tensor:
+    """The quantile function: 0 for q <= 1 - p, else 1; NaN for q or p outside [0, 1]."""
+    qq, pp = same_shape_float(q, p)
+    bad = qq.isnan() | pp.isnan() | (pp < 0) | (pp > 1) | (qq < 0) | (qq > 1)
+    return bad.where(math.nan, (qq > 1.0 - pp).cast(qq.dtype))
+
+
+bernoulli = SimpleNamespace(logpmf=_bernoulli_logpmf, pmf=_bernoulli_pmf, cdf=_bernoulli_cdf,
+                            ppf=_bernoulli_ppf)
 
 
 def _uniform_logpdf(x: ArrayLike, loc: ArrayLike = 0, scale: ArrayLike = 1) -> Tensor:
@@ -109,8 +150,28 @@ def _uniform_logpdf(x: ArrayLike, loc: ArrayLike = 0, scale: ArrayLike = 1) -> T
     return inside.where(-s.log(), -math.inf)
 
 
-uniform = SimpleNamespace(logpdf=_uniform_logpdf,
-                          pdf=lambda *a, **k: _uniform_logpdf(*a, **k).exp())
+def _uniform_pdf(x: ArrayLike, loc: ArrayLike = 0, scale: ArrayLike = 1) -> Tensor:
+    """1 / scale on [loc, loc + scale], 0 elsewhere."""
+    return _uniform_logpdf(x, loc, scale).exp()
+
+
+def _uniform_cdf(x: ArrayLike, loc: ArrayLike = 0, scale: ArrayLike = 1) -> Tensor:
+    """(x - loc) / scale clipped to [0, 1]."""
+    xs, s = same_shape_float(x, scale)
+    xs, m = same_shape_float(xs, loc)
+    s, _ = same_shape_float(s, m)
+    return (xs < m).where(0.0, (xs > m + s).where(1.0, (xs - m) / s))
+
+
+def _uniform_ppf(q: ArrayLike, loc: ArrayLike = 0, scale: ArrayLike = 1) -> Tensor:
+    """loc + q * scale; NaN for q outside [0, 1]."""
+    qq, s = same_shape_float(q, scale)
+    bad = qq.isnan() | (qq < 0) | (qq > 1)
+    return bad.where(math.nan, qq * s + loc)
+
+
+uniform = SimpleNamespace(logpdf=_uniform_logpdf, pdf=_uniform_pdf, cdf=_uniform_cdf,
+                          ppf=_uniform_ppf)
 
 
 def _t_logpdf(x: ArrayLike, df: ArrayLike, loc: ArrayLike = 0, scale: ArrayLike = 1) -> Tensor:
