@@ -36,14 +36,13 @@ Fusion rules:
   and all linalg on opencl stay host steps.
 
 - scan, while and cond are `ControlStep`s: their sub-jaxprs compile for the same backend
-  (schedule/control_flow.py; on llvm a qualifying loop is one native driver call, llvm/loops.py).
+  (schedule/control_flow.py; on llvm a qualifying loop is one native call, llvm/loops.py).
 - argmax, cumulative ops, sort, top_k (but native ones on llvm), nested calls and non-BLAS
   dot_general never reach the schedule: schedule/expand.py rewrites them first.
 
-HOST STEPS remain only for linalg on opencl (no LAPACK there), half-precision linalg,
-bitcasts of bool/float16/bfloat16, and float16 on a CPU without F16C; they
-run the NumPy `impl` between native segments. float16 and bfloat16 are otherwise computed
-in float32 registers and rounded after each op, as the NumPy impl (ml_dtypes) rounds.
+HOST STEPS (the NumPy `impl` between native segments) remain only for linalg on opencl,
+half-precision linalg, bool/float16/bfloat16 bitcasts and float16 without F16C; float16 and
+bfloat16 otherwise compute in float32 registers, rounded after each op as ml_dtypes rounds.
 """
 from __future__ import annotations
 
@@ -53,6 +52,7 @@ from typing import Callable, Union
 from fgrad.core.dtypes import NARROW_FLOATS, dtypes
 from fgrad.core.ir import Eqn, Jaxpr, Var, _Names, name_vars
 from fgrad.lower.schedule.control_flow import CONTROL_FLOW
+from fgrad.lower.schedule.depth import depth_cuts
 from fgrad.lower.schedule.gemm_layout import (PAIRS_PARAM, GemmDims, gemm_dims, gemm_reason,
                                               GemmTile, pack_gemm_operands)
 from fgrad.lower.schedule.row_fusion import row_phase
@@ -311,7 +311,7 @@ def _expands(eqn: Eqn) -> bool:
 
 
 def realize(g: _Graph) -> set[int]:
-    """The ids of every value that lives in a buffer (module docstring)."""
+    """The ids of every value that lives in a buffer (module docstring; schedule/depth.py)."""
     realized = _structural_realized(g)
     trivial: set[int] = set()
     costly: set[int] = set()
@@ -332,7 +332,7 @@ def realize(g: _Graph) -> set[int]:
             trivial.add(out)
         if name in COSTLY or any(id(a) in costly for a in ins):
             costly.add(out)
-    return realized
+    return realized | depth_cuts(g.jaxpr.eqns, realized)
 
 
 # ---------------------------------------------------------------------------- steps
