@@ -53,7 +53,7 @@ def array(a: ArrayLike, dtype: Any = None, copy: bool = True, ndmin: int = 0) ->
 
 
 def astype(x: ArrayLike, dtype: Any, copy: bool = False) -> Tensor:
-    """x converted to `dtype` (jax.numpy.astype; Tensors have no .astype method)."""
+    """x converted to `dtype` (jax.numpy.astype; the same as `x.astype(dtype)`)."""
     return asarray(x).cast(to_dtype(dtype))
 
 

@@ -8,6 +8,7 @@ from fgrad.core.prims import log1p_p
 from fgrad.core.tensor import Tensor
 from fgrad.numpy._base import ArrayLike, Axis, asarray, axes_of, float_of
 from fgrad.scipy import _special_math as _m
+from fgrad.scipy._stats_math import betainc, gammainc, gammaincc, i0e  # noqa: F401
 from fgrad.transforms import stop_gradient
 
 _SQRT1_2 = math.sqrt(0.5)
@@ -104,7 +105,8 @@ def entr(x: ArrayLike) -> Tensor:
     """-x log x for x > 0, 0 at 0, -inf below."""
     t = _f(x)
     pos = t > 0
-    return pos.where(-t * pos.where(t, 1.0).log(), (t == 0).where(0.0, -math.inf))
+    edge = (t == 0).where(0.0, -math.inf).cast(t.dtype)
+    return pos.where(-t * pos.where(t, 1.0).log(), edge)
 
 
 def ndtr(x: ArrayLike) -> Tensor:

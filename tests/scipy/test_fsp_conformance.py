@@ -287,3 +287,24 @@ def test_special_function_of_float32_stays_float32_without_warnings(name: str) -
         out = fn(*args)
     outs = out if isinstance(out, tuple) else (out,)
     assert all(o.dtype == fgrad.dtypes.float32 for o in outs), [o.dtype for o in outs]
+
+
+def test_incomplete_gamma_beta_and_i0e_are_in_special() -> None:
+    a, x = np.array([0.5, 2.0, 9.0]), np.array([0.3, 2.5, 7.0])
+    np.testing.assert_allclose(fsp.special.gammainc(a, x).numpy(), ss.gammainc(a, x), rtol=1e-10)
+    np.testing.assert_allclose(fsp.special.gammaincc(a, x).numpy(), ss.gammaincc(a, x),
+                               rtol=1e-10)
+    np.testing.assert_allclose(fsp.special.betainc(a, 2.0, x / 10).numpy(),
+                               ss.betainc(a, 2.0, x / 10), rtol=1e-10)
+    np.testing.assert_allclose(fsp.special.i0e(x).numpy(), ss.i0e(x), rtol=1e-10)
+
+
+def test_entr_of_float64_stays_float64_without_warnings() -> None:
+    import warnings
+
+    x = np.array([0.0, 0.5, 2.0, -1.0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = fsp.special.entr(x)
+    assert got.dtype == fgrad.dtypes.float64
+    np.testing.assert_array_equal(got.numpy(), ss.entr(x))
