@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from optax_specs import build
 
 import fgrad
 from fgrad import Tensor
@@ -26,27 +27,6 @@ FIXTURES = np.load(pathlib.Path(__file__).parent / "fixtures" / "optax_compat.np
 SPECS = json.loads(str(FIXTURES["specs"]))
 NAMES = ("w", "b", "s")
 RTOL, ATOL = 2e-6, 2e-6
-
-
-def _key(x: Any) -> Any:
-    return int(x) if isinstance(x, str) and x.lstrip("-").isdigit() else x
-
-
-def build(module: Any, spec: Any) -> Any:
-    """The object `spec` describes, made with `module`'s functions (as the generator does)."""
-    if isinstance(spec, list):
-        return [build(module, x) for x in spec]
-    if not isinstance(spec, dict):
-        return spec
-    if "ref" in spec:
-        return getattr(module, spec["ref"])
-    if "fn" not in spec:
-        return {_key(k): build(module, v) for k, v in spec.items()}
-    out = getattr(module, spec["fn"])(*build(module, spec["args"]),
-                                      **{k: build(module, v) for k, v in spec["kwargs"].items()})
-    if "call" in spec:
-        out = out(**{k: build(module, v) for k, v in spec["call"].items()})
-    return out
 
 
 def run_optimizer(name: str, staged: bool) -> list[dict[str, np.ndarray]]:
