@@ -174,15 +174,19 @@ def _chebyshev(x: Tensor, coeffs: tuple[float, ...]) -> Tensor:
     return 0.5 * (b0 - b2)
 
 
+def scaled_i0_of_abs(a: Tensor) -> Tensor:
+    """exp(-a) I0(a) for a = |x| >= 0 (Cephes' Chebyshev series on [0, 8] and beyond)."""
+    near = _chebyshev(a.minimum(8.0) / 2.0 - 2.0, _I0A)
+    large = a.maximum(8.0)
+    far = _chebyshev(32.0 / large - 2.0, _I0B) / large.sqrt()
+    return (a <= 8.0).where(near, far)
+
+
 def i0(x: ArrayLike) -> Tensor:
     """The modified Bessel function of the first kind, order 0 (float32 for integers)."""
     (t,) = inexact(x)
     a = t.abs()
-    small = a.minimum(8.0)
-    large = a.maximum(8.0)
-    near = _chebyshev(small / 2.0 - 2.0, _I0A)
-    far = _chebyshev(32.0 / large - 2.0, _I0B) / large.sqrt()
-    return a.exp() * (a <= 8.0).where(near, far)
+    return a.exp() * scaled_i0_of_abs(a)
 
 
 # ---------------------------------------------------------------------------- windows
