@@ -19,6 +19,7 @@ import numpy as np
 
 from fgrad import random
 from fgrad.core.dtypes import DType, dtypes
+from fgrad.core.random import _shape as checked_shape
 from fgrad.core.tensor import Tensor
 from fgrad.numpy._base import to_dtype
 from fgrad.numpy.creation import full
@@ -46,16 +47,7 @@ class Initializer(Protocol):
 
 
 def _shape(shape: Any, who: str) -> tuple[int, ...]:
-    if isinstance(shape, (int, np.integer)):
-        shape = (shape,)
-    try:
-        out = tuple(int(d) for d in shape)
-    except TypeError:
-        raise TypeError(f"initializers.{who}: shape must be a sequence of ints, got "
-                        f"{shape!r}") from None
-    if any(d < 0 for d in out):
-        raise ValueError(f"initializers.{who}: shape {out} has a negative dimension")
-    return out
+    return checked_shape(shape, f"initializers.{who}")
 
 
 def _dtype(dtype: Any, who: str, floating: bool = True) -> DType:
