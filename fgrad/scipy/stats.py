@@ -8,6 +8,7 @@ multinomial)."""
 from __future__ import annotations
 
 import math
+import sys
 from types import SimpleNamespace
 from typing import Any
 
@@ -184,3 +185,9 @@ def _t_logpdf(x: ArrayLike, df: ArrayLike, loc: ArrayLike = 0, scale: ArrayLike 
 
 
 t = SimpleNamespace(logpdf=_t_logpdf, pdf=lambda *a, **k: _t_logpdf(*a, **k).exp())
+
+
+# jax.scipy.stats' distributions are modules (`import jax.scipy.stats.norm as norm`): make
+# each namespace importable under its dotted name too
+for _name in __all__:
+    sys.modules.setdefault(f"{__name__}.{_name}", globals()[_name])

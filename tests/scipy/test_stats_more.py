@@ -290,3 +290,17 @@ def test_gradients_stay_finite_outside_the_support() -> None:
             return y.isfinite().where(y, 0.0).sum()
         g = fgrad.grad(finite_part)(x)
         assert np.isfinite(g.numpy()).all(), g
+
+
+def test_distributions_import_as_modules_like_jax() -> None:
+    """`import jax.scipy.stats.norm as norm` (JAX's examples do) ports as is."""
+    import importlib
+
+    import scipy.stats as st
+
+    import fgrad.scipy.stats.norm as norm_module
+    gamma_module = importlib.import_module("fgrad.scipy.stats.gamma")
+    np.testing.assert_allclose(norm_module.logpdf(np.array([0.5])).numpy(),
+                               st.norm.logpdf(0.5), rtol=1e-6)
+    np.testing.assert_allclose(gamma_module.logpdf(np.array([1.5]), 2.0).numpy(),
+                               st.gamma.logpdf(1.5, 2.0), rtol=1e-6)
