@@ -80,7 +80,11 @@ def test_astype_and_format():
     loss = Tensor(np.float32(1.23456))
     assert f"{loss:.3f}" == "1.235"
     assert f"{Tensor([1.5, 2.25]):.1f}" == "[1.5, 2.2]"
-    assert f"{loss}" == str(loss)
+    # without a spec a 0-d Tensor prints its number, as a JAX array does (ported programs'
+    # f"accuracy {acc}" lines print the same text); arrays print as str
+    assert f"{loss}" == str(float(np.float32(1.23456)))
+    assert f"{Tensor(7)}" == "7" and f"{Tensor(True)}" == "True"
+    assert f"{Tensor([1.5, 2.25])}" == str(Tensor([1.5, 2.25]))
     assert f"{Tensor(7):>4d}" == "   7"
 
     @fgrad.jit

@@ -33,9 +33,13 @@ class InteropMixin:
 
     def __format__(self, spec: str) -> str:
         """`f"{t:.3f}"`: a one-element Tensor formats as its number; larger ones format each
-        element with `spec` inside NumPy's array printing."""
+        element with `spec` inside NumPy's array printing. Without a spec, a concrete 0-d
+        Tensor formats as its Python number, as JAX's arrays do (`f"accuracy {acc}"` in a
+        ported JAX program prints the number); other Tensors, and tracers, as `str`."""
         if not spec:
-            return str(self)
+            from fgrad.core.tensor import Tracer
+            if self.shape != () or isinstance(self, Tracer):
+                return str(self)
         arr = np.asarray(self._concrete("format()"))
         if arr.dtype.kind == "V" or str(arr.dtype) == "bfloat16":
             arr = arr.astype(np.float32)
