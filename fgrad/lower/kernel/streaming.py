@@ -149,11 +149,17 @@ def streams_by_blocks(kernel: Kernel) -> bool:
     return bool(costly)
 
 
-def _per_element(e: Expr) -> bool:
-    """Whether `e` reads memory or a loop index (else it is the same for a whole loop)."""
+def _per_element(e: Expr, memo: dict[int, bool] | None = None) -> bool:
+    """Whether `e` reads memory or a loop index (else it is the same for a whole loop);
+    each shared subexpression is decided once."""
     if isinstance(e, (Load, IndexValue, IndexPred)):
         return True
-    return isinstance(e, Op) and any(_per_element(a) for a in e.args)
+    if not isinstance(e, Op):
+        return False
+    memo = {} if memo is None else memo
+    if id(e) not in memo:
+        memo[id(e)] = any(_per_element(a, memo) for a in e.args)
+    return memo[id(e)]
 
 
 def streamed_store(kernel: Kernel) -> tuple[Loop, Store] | None:

@@ -49,3 +49,20 @@ def test_long_chain_compiles_and_matches_numpy() -> None:
         value = value * X / (X + n)
         want = want + term
     np.testing.assert_allclose(grad, want, rtol=1e-4)
+
+
+def test_shared_subexpressions_compile_once_each() -> None:
+    """`y = (y * y + y) / 2` repeated: every step reads the last one twice, so the fused
+    epilogue of the product has 2^24 paths but 24 distinct nodes; a walk of every path
+    (the gemm epilogue check, the streaming analysis) once hung the compile."""
+    a = np.linspace(0.0, 0.02, 64 * 64, dtype=np.float32).reshape(64, 64)
+
+    def f(x, w):
+        y = x @ w
+        for _ in range(24):
+            y = (y * y + y) * 0.5
+        return y
+    y = a @ a
+    for _ in range(24):
+        y = (y * y + y) * np.float32(0.5)
+    np.testing.assert_allclose(fgrad.jit(f)(a, a).numpy(), y, rtol=1e-5, atol=1e-30)

@@ -507,12 +507,19 @@ def native_gemm_applies(eqn: Eqn) -> bool:
 
 
 def _loads_of(e: Expr, buf: int, found: list[Load]) -> None:
-    if isinstance(e, Load):
-        if e.buf == buf:
-            found.append(e)
-    elif isinstance(e, Op):
-        for a in e.args:
-            _loads_of(a, buf, found)
+    """Append the distinct loads of `buf` in `e`, each shared subexpression visited once
+    (a walk of every path took exponential time on an epilogue with shared terms)."""
+    stack, seen = [e], set()
+    while stack:
+        x = stack.pop()
+        if id(x) in seen:
+            continue
+        seen.add(id(x))
+        if isinstance(x, Load):
+            if x.buf == buf:
+                found.append(x)
+        elif isinstance(x, Op):
+            stack.extend(x.args)
 
 
 def epilogue_fits(eqn: Eqn, kernel: Kernel, buf: int) -> bool:
