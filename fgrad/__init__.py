@@ -51,6 +51,18 @@ from fgrad.transforms.extras.contexts import ensure_compile_time_eval, named_sco
 from fgrad.transforms.extras.devices import (default_backend, device_get,  # noqa: E402
                                              local_devices)
 from fgrad.transforms.extras.linear import closure_convert, linear_transpose  # noqa: E402
+from fgrad.transforms.extras import toplevel as _toplevel  # noqa: E402
+from fgrad.transforms.extras.states import (check_tracer_leaks, checking_leaks,  # noqa: E402
+                                            default_device, enable_x64, log_compiles,
+                                            transfer_guard, transfer_guard_device_to_device,
+                                            transfer_guard_device_to_host,
+                                            transfer_guard_host_to_device)
+from fgrad.transforms.extras.toplevel import (custom_gradient, device_count,  # noqa: E402
+                                              host_count, host_id, host_ids,
+                                              local_device_count, named_call,
+                                              print_environment_info, process_indices, typeof)
+
+_toplevel.PROCESS_QUERIES.update(index=process_index, count=process_count)
 
 # jax.lax's special functions; their code lives in fgrad.scipy, a layer above fgrad.lax, so the
 # package root wires them in
@@ -59,9 +71,15 @@ from fgrad.scipy import special as _special  # noqa: E402
 for _name, _fn in (("lgamma", _special.gammaln), ("digamma", _special.digamma),
                    ("erf_inv", _special.erfinv), ("erfc", _special.erfc)):
     setattr(lax, _name, _fn)
+lax.special_fns.SCIPY_HOOKS.update(gammainc=_special.gammainc, gammaincc=_special.gammaincc,
+                                   betainc=_special.betainc, i0e=_special.i0e,
+                                   digamma=_special.digamma)
 
 # `from fgrad.tree_util import tree_map, Partial` works as `from jax.tree_util import ...`
 _sys.modules.setdefault(__name__ + ".tree_util", tree_util)
+for _name, _fn in tree.TREE_UTIL_EXTRAS.items():  # jax.tree_util names that live in fgrad.tree
+    setattr(tree_util, _name, _fn)
+    tree_util.__all__.append(_name)
 
 ShapeDtypeStruct = ShapedArray
 Array = Tensor  # jax.Array, for annotations and isinstance checks
@@ -80,3 +98,9 @@ __all__ = [
     "local_devices", "make_jaxpr", "named_scope", "nn", "optim", "print_saved_residuals",
     "process_count", "process_index", "profiler", "pure_callback", "random", "remat",
     "stop_gradient", "tree", "tree_util", "typing", "value_and_grad", "vjp", "vmap"]
+__all__ += [
+    "check_tracer_leaks", "checking_leaks", "custom_gradient", "default_device", "device_count",
+    "enable_x64", "host_count", "host_id", "host_ids", "local_device_count", "log_compiles",
+    "named_call", "print_environment_info", "process_indices", "transfer_guard",
+    "transfer_guard_device_to_device", "transfer_guard_device_to_host",
+    "transfer_guard_host_to_device", "typeof"]

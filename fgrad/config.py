@@ -26,6 +26,8 @@ _ALIASES = {"jax_debug_nans": "debug_nans", "jax_debug_infs": "debug_infs",
             "jax_disable_jit": "disable_jit", "jax_log_compiles": "log_compiles",
             "jax_platform_name": "backend", "jax_default_device": "backend",
             "jax_enable_x64": "enable_x64"}
+# JAX's platform names (jax_platform_name, jax_default_device) as fgrad's backends
+_PLATFORMS = {"cpu": "llvm", "gpu": "opencl", "cuda": "opencl", "rocm": "opencl"}
 
 
 def _check(name: str, value: Any) -> Any:
@@ -41,7 +43,9 @@ def _check(name: str, value: Any) -> Any:
         raise TypeError(f"fgrad.config.update({name!r}, ...): expected {want}, got "
                         f"{type(value).__name__} {value!r}")
     if name == "backend":
-        value = str(value)
+        value = _PLATFORMS.get(str(value).lower(), str(value))
+        if value.lower().startswith("cl:"):   # an OpenCL device of fgrad.devices()
+            value = "opencl"
         if value.lower() not in flags.BACKENDS:
             raise ValueError(f"fgrad.config.update('backend', {value!r}): choose one of "
                              f"{flags.BACKENDS}")

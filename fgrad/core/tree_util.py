@@ -10,30 +10,11 @@ import dataclasses
 import functools
 from typing import Any, Callable, Hashable, Iterable, Iterator, NamedTuple, cast
 
-__all__ = [
-    "Partial",
-    "PyTreeDef",
-    "SequenceKey",
-    "DictKey",
-    "GetAttrKey",
-    "FlattenedIndexKey",
-    "KeyEntry",
-    "KeyPath",
-    "tree_flatten",
-    "tree_unflatten",
-    "tree_leaves",
-    "tree_structure",
-    "tree_map",
-    "tree_flatten_with_path",
-    "tree_leaves_with_path",
-    "tree_map_with_path",
-    "keystr",
-    "register_pytree_node",
-    "register_pytree_with_keys",
-    "register_dataclass",
-    "tree_all",
-    "tree_reduce",
-]
+__all__ = ["Partial", "PyTreeDef", "SequenceKey", "DictKey", "GetAttrKey", "FlattenedIndexKey",
+           "KeyEntry", "KeyPath", "tree_flatten", "tree_unflatten", "tree_leaves",
+           "tree_structure", "tree_map", "tree_flatten_with_path", "tree_leaves_with_path",
+           "tree_map_with_path", "keystr", "register_pytree_node", "register_pytree_with_keys",
+           "register_dataclass", "tree_all", "tree_reduce"]
 
 KeyEntry = Any  # SequenceKey, DictKey, GetAttrKey, FlattenedIndexKey or a user-defined key
 KeyPath = tuple[Any, ...]
@@ -358,6 +339,29 @@ class PyTreeDef:
     def is_leaf(self) -> bool:
         """Whether this structure is a single leaf."""
         return self._node_type is None
+
+    def compose(self, inner: PyTreeDef) -> PyTreeDef:
+        """This structure with each of its leaves replaced by the structure ``inner``."""
+        if self._node_type is None:
+            return inner
+        kids = [child.compose(inner) for child in self._children]
+        return PyTreeDef(self._node_type, self._node_data, kids)
+
+    def walk(self, f_node: Callable[[tuple, Any], Any], f_leaf: Callable[[Any], Any] | None,
+             leaves: Iterable[Any]) -> Any:
+        """Fold bottom-up over ``leaves`` in this structure: ``f_leaf(leaf)`` (or the leaf when
+        None) at leaves, ``f_node(tuple of the children's results, node_data)`` at nodes."""
+        leaves = list(leaves)
+        if len(leaves) != self._num_leaves:
+            raise ValueError(f"PyTreeDef.walk: want {self._num_leaves} leaves, got {len(leaves)}.")
+        return self._walk(f_node, f_leaf, iter(leaves))
+
+    def _walk(self, f_node: Callable, f_leaf: Callable | None, leaves: Iterator[Any]) -> Any:
+        if self._node_type is None:
+            leaf = next(leaves)
+            return leaf if f_leaf is None else f_leaf(leaf)
+        kids = tuple([child._walk(f_node, f_leaf, leaves) for child in self._children])
+        return f_node(kids, self._node_data)
 
     def unflatten(self, leaves: Iterable[Any]) -> Any:
         """Rebuild a pytree of this structure from ``leaves``."""

@@ -13,14 +13,17 @@ into groups. The result is computed by the same patch-and-dot_general convolutio
 """
 from __future__ import annotations
 
-from typing import Any, NamedTuple, Sequence
+from typing import Any, NamedTuple, Sequence, Tuple, Union
+
+import numpy as np
 
 from fgrad.core import prims as P
 from fgrad.core.dtypes import promote
 from fgrad.core.tensor import Tensor, as_tensor
 from fgrad.core.methods.nn.conv_ops import conv_nd
 
-__all__ = ["ConvDimensionNumbers", "conv", "conv_dimension_numbers", "conv_general_dilated",
+__all__ = ["ConvDimensionNumbers", "ConvGeneralDilatedDimensionNumbers", "conv",
+           "conv_dimension_numbers", "conv_general_dilated", "conv_general_dilated_patches",
            "conv_transpose", "conv_with_general_padding"]
 
 _SPATIAL_LETTERS = "abdefghjklmpqrstuvwxyz"  # never N, C, O or I
@@ -34,6 +37,10 @@ class ConvDimensionNumbers(NamedTuple):
     lhs_spec: tuple[int, ...]
     rhs_spec: tuple[int, ...]
     out_spec: tuple[int, ...]
+
+
+# what `dimension_numbers` may be: None, three layout strings, or a ConvDimensionNumbers
+ConvGeneralDilatedDimensionNumbers = Union[None, ConvDimensionNumbers, Tuple[str, str, str]]
 
 
 def _perm(spec: str, pair: str, spatial: str) -> tuple[int, ...]:
@@ -237,3 +244,35 @@ def conv_transpose(lhs: Any, rhs: Any, strides: Sequence[int], padding: Any,
     return conv_general_dilated(x, w, (1,) * n, pads, tuple(int(s) for s in strides), rdil,
                                 dn, precision=precision,
                                 preferred_element_type=preferred_element_type)
+
+
+def conv_general_dilated_patches(lhs: Any, filter_shape: Sequence[int],
+                                 window_strides: Sequence[int], padding: Any,
+                                 lhs_dilation: Sequence[int] | None = None,
+                                 rhs_dilation: Sequence[int] | None = None,
+                                 dimension_numbers: Any = None, precision: Any = None,
+                                 preferred_element_type: Any = None) -> Tensor:
+    """The patches `conv_general_dilated` would multiply by a kernel of spatial shape
+    `filter_shape` (in the order of the rhs layout's spatial axes): the output's feature
+    axis holds C * prod(filter_shape) entries, input feature major, then the filter
+    positions in row-major order. Computed as a grouped convolution with an identity
+    kernel, so it differentiates and batches like any convolution."""
+    x = as_tensor(lhs)
+    if x.ndim < 3:
+        raise ValueError(f"conv_general_dilated_patches: lhs must have rank >= 3 (batch, "
+                         f"feature, spatial...), got shape {x.shape}")
+    lspec, rspec, _ = _specs(dimension_numbers, x.ndim, "conv_general_dilated_patches")
+    sizes = tuple(int(k) for k in filter_shape)
+    if len(sizes) != x.ndim - 2 or any(k < 1 for k in sizes):
+        raise ValueError(f"conv_general_dilated_patches: filter_shape {tuple(filter_shape)} "
+                         f"needs {x.ndim - 2} positive sizes, one per spatial axis")
+    channels = x.shape[lspec.index("C")]
+    taps = int(np.prod(sizes))
+    dtype = x.dtype if preferred_element_type is None else preferred_element_type
+    eye = np.tile(np.eye(taps), (channels, 1)).reshape((channels * taps, 1) + sizes)
+    spatial = [c for c in rspec if c not in "OI"]
+    order = "OI" + "".join(spatial)
+    kernel = P.transpose(Tensor(eye).cast(dtype), tuple(order.index(c) for c in rspec))
+    return conv_general_dilated(x.cast(dtype), kernel, window_strides, padding, lhs_dilation,
+                                rhs_dilation, dimension_numbers,
+                                feature_group_count=channels, precision=precision)

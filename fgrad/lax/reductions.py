@@ -17,13 +17,17 @@ from fgrad.core import prims as P
 from fgrad.core.dtypes import DType, dtypes
 from fgrad.core.errors import ArgumentError, ArgumentTypeError
 from fgrad.core.prims._util import fmt_shape
-from fgrad.core.tensor import Tensor
+from fgrad.core.tensor import Tensor, Tracer
+from fgrad.core.tree_util import tree_flatten, tree_unflatten
+from fgrad.lax import elementwise as E
 from fgrad.lax._args import (axes_arg, axis_arg, check_kind, dtype_name, int_tuple,
                              to_dtype, to_tensor)
+from fgrad.lax.scan_ops import associative_scan
+from fgrad.transforms.extras.contexts import ensure_compile_time_eval
 
 __all__ = ["argmax", "argmin", "batch_matmul", "cummax", "cummin", "cumprod", "cumsum", "dot",
            "dot_general", "reduce_and", "reduce_max", "reduce_min", "reduce_or", "reduce_prod",
-           "reduce_sum", "reduce_xor"]
+           "reduce_sum", "reduce_xor", "reduce", "cumlogsumexp"]
 
 
 def _identity(kind: str, dtype: DType) -> Any:
@@ -240,3 +244,149 @@ def batch_matmul(lhs: Any, rhs: Any, precision: Any = None) -> Tensor:
                             f"lhs {fmt_shape(a.shape)} and rhs {fmt_shape(b.shape)}")
     batch = tuple(range(a.ndim - 2))
     return dot_general(a, b, (((a.ndim - 1,), (b.ndim - 2,)), (batch, batch)), precision)
+
+
+# ---------------------------------------------------------------------------- generic reduce
+
+_PROBES = {"f": ([0.0, 1.0, -2.5, 3.0, 7.0, -0.5, 2.0], [1.5, -2.0, 2.0, 3.0, -4.0, 6.0, 0.25]),
+           "i": ([0, 1, -3, 5, 6, 12, 7], [2, -3, 4, 5, -1, 10, 9]),
+           "u": ([0, 1, 3, 5, 6, 12, 7], [2, 3, 4, 5, 1, 10, 9]),
+           "b": ([False, False, True, True], [False, True, False, True])}
+
+
+def _known_monoid(computation: Any, dtype: DType) -> str | None:
+    """Which of sum/prod/max/min/and/or/xor `computation` computes on `dtype`, found by
+    identity with the lax functions or by evaluating it on probe values; None if none."""
+    named = {E.add: "sum", E.mul: "prod", E.max: "max", E.min: "min", E.bitwise_and: "and",
+             E.bitwise_or: "or", E.bitwise_xor: "xor"}
+    if computation in named:
+        return named[computation]
+    kind = dtype.kind
+    lhs, rhs = (np.array(v).astype(dtype.np) for v in _PROBES[kind])
+    refs = {"sum": lhs + rhs, "prod": lhs * rhs, "max": np.maximum(lhs, rhs),
+            "min": np.minimum(lhs, rhs)} if kind != "b" else \
+        {"and": lhs & rhs, "or": lhs | rhs, "xor": lhs ^ rhs}
+    if kind in "iu":
+        refs.update({"and": lhs & rhs, "or": lhs | rhs, "xor": lhs ^ rhs})
+    try:
+        with ensure_compile_time_eval(), np.errstate(all="ignore"):
+            got = computation(Tensor(lhs), Tensor(rhs))
+            value = got.numpy() if isinstance(got, Tensor) else None
+    except Exception:  # noqa: BLE001  (a computation that rejects arrays: use the tree)
+        return None
+    if value is None or value.shape != lhs.shape or value.dtype != lhs.dtype:
+        return None
+    for name, ref in refs.items():
+        if np.array_equal(value, ref.astype(dtype.np)):
+            return name
+    return None
+
+
+_REDUCERS = {"sum": reduce_sum, "prod": reduce_prod, "max": reduce_max, "min": reduce_min,
+             "and": reduce_and, "or": reduce_or, "xor": reduce_xor}
+
+
+def _apply(op: str, computation: Any, a: Any, b: Any, treedef: Any, like: list[Tensor]
+           ) -> list[Tensor]:
+    out = computation(tree_unflatten(treedef, a), tree_unflatten(treedef, b))
+    leaves, tree = tree_flatten(out)
+    if tree != treedef:
+        raise ArgumentError(f"lax.{op}: computation must return the structure of the "
+                            f"operands ({treedef}), got {tree}")
+    res = [to_tensor(op, v, "computation's result") for v in leaves]
+    for r, t in zip(res, like):
+        if r.shape != t.shape or r.dtype != t.dtype:
+            raise ArgumentError(f"lax.{op}: computation must map arrays elementwise keeping "
+                                f"shape and dtype; got {fmt_shape(r.shape)} "
+                                f"{dtype_name(r.dtype)} for {fmt_shape(t.shape)} "
+                                f"{dtype_name(t.dtype)}")
+    return res
+
+
+def reduce(operands: Any, init_values: Any, computation: Any, dimensions: Sequence[int]
+           ) -> Any:
+    """XLA's reduce: combine the entries of `operands` (an array or a pytree of arrays of
+    one shape) over `dimensions` with `computation`, starting from `init_values` (same
+    structure, scalars), which is applied once. A single operand with a computation that
+    is (or computes, on probe values) lax.add/mul/max/min/bitwise_and/or/xor uses the
+    matching reduction; any other computation must be associative (as XLA requires) and
+    is applied pairwise to whole arrays in a log-depth tree that keeps the order of the
+    entries."""
+    op = "reduce"
+    if not callable(computation):
+        raise ArgumentTypeError(f"lax.reduce: computation must be callable, got "
+                                f"{type(computation).__name__}")
+    leaves, treedef = tree_flatten(operands)
+    inits, init_tree = tree_flatten(init_values)
+    if not leaves or init_tree != treedef:
+        raise ArgumentError(f"lax.reduce: operands and init_values must be pytrees of one "
+                            f"structure with at least one array, got {treedef} and "
+                            f"{init_tree}")
+    xs = [to_tensor(op, v, "operands") for v in leaves]
+    ins = [to_tensor(op, v, "init_values", dtype=x.dtype) for v, x in zip(inits, xs)]
+    for x, i in zip(xs, ins):
+        if x.shape != xs[0].shape or i.shape != () or i.dtype != x.dtype:
+            raise ArgumentError(f"lax.reduce: operands must share one shape and each init "
+                                f"value must be a scalar of its operand's dtype; got "
+                                f"{fmt_shape(x.shape)} {dtype_name(x.dtype)} with init "
+                                f"{fmt_shape(i.shape)} {dtype_name(i.dtype)}")
+    dims = axes_arg(op, dimensions, xs[0].ndim, xs[0].shape, "dimensions")
+    keep = tuple(a for a in range(xs[0].ndim) if a not in dims)
+    lead = tuple(xs[0].shape[a] for a in keep)
+    if len(xs) == 1:
+        monoid = _known_monoid(computation, xs[0].dtype)
+        if monoid is not None:
+            out = _REDUCERS[monoid](xs[0], dims)
+            ident = _identity(monoid, xs[0].dtype)
+            init = ins[0]
+            if not isinstance(init, Tracer) and np.array_equal(init.numpy(), ident):
+                return _unflatten_one(treedef, out)
+            res = _apply(op, computation, [P.broadcast_in_dim(init, lead, ())], [out],
+                         treedef, [out])
+            return _unflatten_one(treedef, res[0])
+    n = int(np.prod([xs[0].shape[a] for a in dims], dtype=np.int64))
+    ts = [P.reshape(P.transpose(x, keep + dims), lead + (n,)) for x in xs]
+    z = (0,) * len(lead)
+    while n > 1:
+        h = n // 2
+        evens = [P.slice_(t, z + (0,), lead + (2 * h,), (1,) * len(lead) + (2,)) for t in ts]
+        odds = [P.slice_(t, z + (1,), lead + (2 * h,), (1,) * len(lead) + (2,)) for t in ts]
+        pairs = _apply(op, computation, evens, odds, treedef, evens)
+        ts = [P.concatenate([p, P.slice_(t, z + (2 * h,), lead + (n,))], len(lead))
+              if n % 2 else p for p, t in zip(pairs, ts)]
+        n = h + n % 2
+    starts = [P.broadcast_in_dim(i, lead, ()) for i in ins]
+    if n == 0:
+        res = starts
+    else:
+        res = _apply(op, computation, starts, [P.reshape(t, lead) for t in ts], treedef,
+                     starts)
+    return tree_unflatten(treedef, res)
+
+
+def _unflatten_one(treedef: Any, value: Tensor) -> Any:
+    """A single result in the operands' structure (a bare array or a 1-leaf pytree)."""
+    return tree_unflatten(treedef, [value])
+
+
+def cumlogsumexp(operand: Any, axis: int = 0, reverse: bool = False) -> Tensor:
+    """Running log(sum(exp(x))) along `axis` (from the end when `reverse`), combined
+    pairwise as max + log1p(exp(-|a - b|)), so it never overflows or underflows early;
+    -inf entries contribute nothing."""
+    x = to_tensor("cumlogsumexp", operand)
+    check_kind("cumlogsumexp", x, "f")
+    ax = axis_arg("cumlogsumexp", axis, x.shape)
+
+    def logaddexp(a: Tensor, b: Tensor) -> Tensor:
+        top = P.max_p.bind(a, b)
+        gap = P.sub_p.bind(a, b)
+        undefined = gap.isnan()   # equal infinities (or a NaN, which `top` carries)
+        safe = P.select(undefined, _zero(gap), gap)
+        rest = P.log1p_p.bind(P.exp_p.bind(P.neg_p.bind(P.abs_p.bind(safe))))
+        return P.select(undefined, top, P.add_p.bind(top, rest))
+
+    return associative_scan(logaddexp, x, reverse=bool(reverse), axis=ax)
+
+
+def _zero(like: Tensor) -> Tensor:
+    return P.broadcast_in_dim(Tensor(np.zeros((), like.dtype.np)), like.shape, ())

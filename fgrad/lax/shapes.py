@@ -23,7 +23,8 @@ from fgrad.lax._args import (as_int, axes_arg, axis_arg, dtype_name, int_tuple, 
 
 __all__ = ["broadcast", "broadcast_in_dim", "broadcasted_iota", "collapse", "concatenate",
            "expand_dims", "full", "full_like", "index_in_dim", "iota", "pad", "reshape", "rev",
-           "slice", "slice_in_dim", "squeeze", "transpose"]
+           "slice", "slice_in_dim", "squeeze", "transpose", "broadcast_to_rank", "tile",
+           "stack", "unstack", "split"]
 
 _builtin_slice = slice
 
@@ -238,6 +239,64 @@ def collapse(operand: Any, start_dimension: int, stop_dimension: int | None = No
         raise ArgumentError(f"lax.collapse: empty axis range [{start_dimension}:"
                             f"{stop_dimension}] for an operand of shape {fmt_shape(x.shape)}")
     return P.reshape(x, x.shape[:lo] + (math.prod(x.shape[lo:hi]),) + x.shape[hi:])
+
+
+def broadcast_to_rank(x: Any, rank: int) -> Tensor:
+    """`x` with leading size-1 axes up to `rank` axes (unchanged if it has that many)."""
+    t = to_tensor("broadcast_to_rank", x, "x")
+    r = as_int("broadcast_to_rank", rank, "rank")
+    return P.reshape(t, (1,) * max(r - t.ndim, 0) + t.shape)
+
+
+def tile(operand: Any, reps: Sequence[int]) -> Tensor:
+    """`operand` repeated `reps[i]` times along axis i (one rep per axis)."""
+    x = to_tensor("tile", operand)
+    r = shape_arg("tile", reps, "reps")
+    if len(r) != x.ndim:
+        raise ArgumentError(f"lax.tile: reps {r} must have one entry per axis of the operand "
+                            f"of shape {fmt_shape(x.shape)}")
+    inter = tuple(d for pair in zip(r, x.shape) for d in pair)
+    wide = P.broadcast_in_dim(x, inter, tuple(range(1, 2 * x.ndim, 2)))
+    return P.reshape(wide, tuple(a * b for a, b in zip(r, x.shape)))
+
+
+def stack(operands: Sequence[Any], axis: int = 0) -> Tensor:
+    """Operands of one shape and dtype joined along a new `axis` (negative counts from the
+    end of the result)."""
+    items = list(operands)
+    if not items:
+        raise ArgumentError("lax.stack: needs at least one operand")
+    ts = same_dtype("stack", items, tuple(f"operands[{i}]" for i in range(len(items))))
+    ax = axis_arg("stack", axis, ts[0].shape + (1,), negative=True)
+    if any(t.shape != ts[0].shape for t in ts):
+        raise ArgumentError(f"lax.stack: all operands must have one shape, got "
+                            f"{', '.join(fmt_shape(t.shape) for t in ts)}")
+    shape = ts[0].shape[:ax] + (1,) + ts[0].shape[ax:]
+    return P.concatenate([P.reshape(t, shape) for t in ts], ax)
+
+
+def unstack(x: Any, axis: int = 0) -> tuple[Tensor, ...]:
+    """The slices of `x` along `axis` (negative counts from the end), as a tuple."""
+    t = to_tensor("unstack", x, "x")
+    ax = axis_arg("unstack", axis, t.shape, negative=True)
+    return tuple(index_in_dim(t, i, ax, keepdims=False) for i in range(t.shape[ax]))
+
+
+def split(operand: Any, sizes: Sequence[int], axis: int = 0) -> list[Tensor]:
+    """`operand` cut along `axis` into consecutive pieces of `sizes` (which must add up to
+    the axis size)."""
+    x = to_tensor("split", operand)
+    ax = axis_arg("split", axis, x.shape, negative=True)
+    parts = shape_arg("split", sizes, "sizes")
+    if sum(parts) != x.shape[ax]:
+        raise ArgumentError(f"lax.split: sizes {parts} add up to {sum(parts)}, but axis {ax} "
+                            f"of the operand of shape {fmt_shape(x.shape)} has size "
+                            f"{x.shape[ax]}")
+    out, start = [], 0
+    for n in parts:
+        out.append(slice_in_dim(x, start, start + n, 1, ax))
+        start += n
+    return out
 
 
 # ---------------------------------------------------------------------------- creation

@@ -15,6 +15,8 @@ from fgrad.numpy._base import array, asarray, astype
 from fgrad.numpy.creation import (arange, diag, diagflat, empty, empty_like, eye, full,
                                   full_like, identity, linspace, logspace, meshgrid, ones,
                                   ones_like, tri, tril, triu, zeros, zeros_like)
+from fgrad.numpy.creation import (frombuffer, fromfile, fromiter, fromstring, load, save,
+                                  savez)
 from fgrad.numpy.elementwise import (abs, absolute, add, allclose, arccos, arccosh, arcsin,
                                      arcsinh, arctan, arctan2, arctanh, around, array_equal,
                                      bitwise_and, bitwise_not, bitwise_or, bitwise_xor, cbrt,
@@ -32,13 +34,17 @@ from fgrad.numpy.elementwise import (abs, absolute, add, allclose, arccos, arcco
                                      where)
 from fgrad.numpy.products import (argsort, cross, dot, einsum, inner, kron, lexsort, matmul,
                                   outer, searchsorted, sort, tensordot, vdot)
+from fgrad.numpy.products import einsum_path
 from fgrad.numpy.reductions import (all, amax, amin, any, argmax, argmin, average,
                                     count_nonzero, cumprod, cumsum, cumulative_prod,
                                     cumulative_sum, max, mean, median, min, nanargmax,
                                     nanargmin, nancumsum, nanmax, nanmean, nanmedian, nanmin,
                                     nanprod, nanstd, nansum, nanvar, percentile, prod, ptp,
                                     quantile, std, sum, var)
+from fgrad.numpy.reductions import nanpercentile, nanquantile
 from fgrad.numpy.sets import argwhere, flatnonzero, in1d, isin, nonzero, unique
+from fgrad.numpy.sets import (compress, extract, intersect1d, setdiff1d, setxor1d, union1d,
+                              unique_all, unique_counts, unique_inverse, unique_values)
 from fgrad.numpy.shape import (array_split, atleast_1d, atleast_2d, atleast_3d,
                                broadcast_arrays, broadcast_shapes, broadcast_to, column_stack,
                                concat, concatenate, diagonal, dsplit, dstack, expand_dims,
@@ -59,21 +65,27 @@ from fgrad.numpy.extras import (angle, append, argpartition, array_equiv, block,
                                 iscomplexobj, isreal, isrealobj, isscalar, iterable, matvec,
                                 nancumprod, partition, permute_dims, real, resize, rollaxis,
                                 trim_zeros, unstack, vecdot, vecmat)
+from fgrad.numpy.extras import (array_repr, array_str, get_printoptions, insert, packbits,
+                                place, printoptions, put, set_printoptions, unpackbits)
 from fgrad.numpy.functional import (apply_along_axis, apply_over_axes, fromfunction,
                                     piecewise, select, vectorize)
 from fgrad.numpy.indexing import (diag_indices, diag_indices_from, fill_diagonal, index_exp,
                                   indices, ix_, mgrid, ogrid, ravel_multi_index, s_,
                                   tril_indices, tril_indices_from, triu_indices,
                                   triu_indices_from, unravel_index)
+from fgrad.numpy.indexing import c_, mask_indices, r_
 from fgrad.numpy.mathfuncs import (acos, acosh, asin, asinh, atan, atan2, atanh, bartlett,
                                    bitwise_invert, bitwise_left_shift, bitwise_right_shift,
                                    blackman, fabs, frexp, gcd, hamming, hanning, i0, kaiser,
                                    lcm, ldexp, modf, nextafter, pow, spacing)
+from fgrad.numpy.mathfuncs import bitwise_count
 from fgrad.numpy.numeric import (bincount, convolve, corrcoef, correlate, cov, diff, digitize,
                                  ediff1d, gradient, histogram, histogram_bin_edges, interp,
                                  trapezoid, unwrap)
+from fgrad.numpy.numeric import histogram2d, histogramdd
 from fgrad.numpy.polynomial import (poly, polyadd, polyder, polyfit, polyint, polymul,
                                     polysub, polyval, vander)
+from fgrad.numpy.polynomial import polydiv
 
 ndarray = Tensor
 pi, e, inf, nan, euler_gamma = _math.pi, _math.e, _math.inf, _math.nan, 0.5772156649015329

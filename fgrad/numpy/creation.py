@@ -1,5 +1,6 @@
 """Array creation: zeros/ones/full(_like), arange, linspace, logspace, eye, meshgrid, tri*,
-diag, diagflat (jax.numpy's names, arguments and default dtypes)."""
+diag, diagflat (jax.numpy's names, arguments and default dtypes), and the host-side
+frombuffer, fromstring, save, savez and load."""
 from __future__ import annotations
 
 from typing import Any
@@ -206,3 +207,70 @@ def meshgrid(*xi: ArrayLike, indexing: str = "xy", sparse: bool = False,
         outs.append(g if sparse else g.expand(tuple(lengths)))
     return outs
 
+
+
+# ---------------------------------------------------------------------------- host-side I/O
+
+def frombuffer(buffer: Any, dtype: Any = float, count: int = -1, offset: int = 0) -> Tensor:
+    """A 1-d array read from a bytes-like buffer (numpy.frombuffer on the host)."""
+    want = to_dtype(dtype)
+    assert want is not None
+    return Tensor(np.frombuffer(buffer, want.np, count, offset).copy())
+
+
+def fromstring(string: str, dtype: Any = float, count: int = -1, *, sep: str) -> Tensor:
+    """A 1-d array parsed from text numbers separated by `sep` (required, as in JAX)."""
+    want = to_dtype(dtype)
+    assert want is not None
+    return Tensor(np.fromstring(string, want.np, count, sep=sep))
+
+
+def _impure(name: str) -> NotImplementedError:
+    return NotImplementedError(f"fgrad.numpy.{name} is not provided (as in JAX): it consumes "
+                               f"an iterator or file, which is not pure under jit; use "
+                               f"fnp.asarray(np.{name}(...)) outside the transformation")
+
+
+def fromiter(*args: Any, **kwargs: Any) -> Tensor:
+    """Refused, as in JAX: use fnp.asarray(np.fromiter(...))."""
+    raise _impure("fromiter")
+
+
+def fromfile(*args: Any, **kwargs: Any) -> Tensor:
+    """Refused, as in JAX: use fnp.asarray(np.fromfile(...))."""
+    raise _impure("fromfile")
+
+
+def _to_host(x: Any, name: str) -> Any:
+    if isinstance(x, Tensor):
+        if type(x) is not Tensor:
+            raise TypeError(f"fgrad.numpy.{name}: cannot save a traced value (inside "
+                            f"jit/grad); save the result outside the transformation")
+        return x.numpy()
+    return x
+
+
+def save(file: Any, arr: ArrayLike, allow_pickle: bool = True) -> None:
+    """numpy.save of the array's values (.npy)."""
+    np.save(file, _to_host(arr, "save"), allow_pickle=allow_pickle)
+
+
+def savez(file: Any, *args: ArrayLike, allow_pickle: bool = True, **kwds: ArrayLike) -> None:
+    """numpy.savez of the arrays' values (.npz, uncompressed)."""
+    np.savez(file, *[_to_host(a, "savez") for a in args], allow_pickle=allow_pickle,
+             **{k: _to_host(v, "savez") for k, v in kwds.items()})
+
+
+def load(file: Any, *args: Any, **kwargs: Any) -> Any:
+    """numpy.load; a single array (.npy) becomes a Tensor (bfloat16 data saved by `save`,
+    which NumPy stores as 2-byte void, is recovered); .npz archives and arrays of dtypes
+    fgrad lacks are returned as NumPy gives them."""
+    out = np.load(file, *args, **kwargs)
+    if not isinstance(out, np.ndarray):
+        return out
+    if out.dtype == np.dtype("V2"):
+        out = out.view(dtypes.bfloat16.np)
+    try:
+        return Tensor(out)
+    except TypeError:
+        return out

@@ -1,7 +1,8 @@
 """Smaller jax.numpy functions: array assembly and surgery (append, delete, block, unstack,
 resize, choose, trim_zeros), axis helpers (rollaxis, permute_dims), partition, geomspace,
 nancumprod, matrix-vector products (matvec, vecmat, vecdot), array_equiv, and the complex
-helpers that are trivial on real arrays (real, imag, conj, angle, isreal, ...)."""
+helpers that are trivial on real arrays (real, imag, conj, angle, isreal, ...), the
+functional insert/place/put, packbits/unpackbits and NumPy's print options."""
 from __future__ import annotations
 
 import math
@@ -310,3 +311,193 @@ def iterable(y: Any) -> bool:
     except TypeError:
         return False
     return True
+
+
+# ---------------------------------------------------------------------------- insert, place, put
+
+def insert(arr: ArrayLike, obj: Any, values: ArrayLike, axis: int | None = None) -> Tensor:
+    """`arr` with `values` inserted before the indices `obj` (an int, a 1-d int array, which
+    may be traced, or a slice) along `axis` (None: of the flattened array). Out-of-range
+    indices are clipped; values are cast to arr's dtype and broadcast as in NumPy."""
+    x = asarray(arr)
+    if axis is None:
+        x, axis = x.reshape(-1), 0
+    ax = axis_of(axis, x.ndim, "insert")
+    n = x.shape[ax]
+    idx = Tensor(np.arange(*obj.indices(n), dtype=np.int32)) if isinstance(obj, slice) \
+        else asarray(obj)
+    if idx.ndim > 1:
+        raise ValueError(f"fgrad.numpy.insert: obj must be a slice, a scalar or a 1-d array "
+                         f"of indices, got shape {idx.shape}")
+    if not idx.dtype.is_int:
+        if idx.numel() or isinstance(obj, Tensor):
+            raise ValueError(f"fgrad.numpy.insert: the indices must be integers, got "
+                             f"{idx.dtype.np}")
+        idx = idx.cast(dtypes.int32)
+    vals = asarray(values).cast(x.dtype)
+    vals = vals.reshape((1,) * (x.ndim - vals.ndim) + vals.shape)
+    if idx.numel() == 1:
+        if idx.ndim == 0:
+            vals = moveaxis(vals, 0, ax)
+        idx = idx.reshape(1).expand(vals.shape[ax])
+    k = idx.shape[0]
+    if vals.shape[ax] not in (1, k):
+        raise ValueError(f"fgrad.numpy.insert: {k} indices but values has {vals.shape[ax]} "
+                         f"entries along axis {ax} (shape {vals.shape})")
+    from fgrad.numpy.shape import broadcast_to
+    vals = broadcast_to(vals, x.shape[:ax] + (k,) + x.shape[ax + 1:])
+    idx = (idx < 0).where(idx + n, idx).clip(0, n).cast(dtypes.int32)
+    # each value lands after the values inserted before it; each element after the values
+    # inserted at or before its index
+    j = Tensor(np.arange(k, dtype=np.int32))
+    i_row, i_col = idx.reshape(1, k), idx.reshape(k, 1)
+    earlier = (i_row < i_col) | ((i_row == i_col) & (j.reshape(1, k) < j.reshape(k, 1)))
+    new_pos = idx + earlier.cast(dtypes.int32).sum(-1)
+    m = Tensor(np.arange(n, dtype=np.int32))
+    old_pos = m + (i_row <= m.reshape(n, 1)).cast(dtypes.int32).sum(-1)
+    src = Tensor(np.zeros(n + k, np.int32)).at[old_pos].set(m).at[new_pos].set(j + n)
+    return concatenate([x, vals], ax)[(slice(None),) * ax + (src,)]
+
+
+def _refuse_inplace(name: str, inplace: bool) -> None:
+    if inplace:
+        raise ValueError(f"fgrad.numpy.{name} cannot modify arrays in place (Tensors are "
+                         f"immutable); pass inplace=False and use the returned array")
+
+
+def place(arr: ArrayLike, mask: ArrayLike, vals: ArrayLike, *, inplace: bool = True) -> Tensor:
+    """A copy of arr whose elements where `mask` is nonzero take the values `vals` in order
+    (repeated when too few). inplace=True, the default as in JAX, is refused."""
+    _refuse_inplace("place", inplace)
+    x, m, v = asarray(arr), asarray(mask), asarray(vals).reshape(-1)
+    if m.numel() != x.numel():
+        raise ValueError(f"fgrad.numpy.place: arr (shape {x.shape}) and mask (shape "
+                         f"{m.shape}) must have the same size")
+    if v.shape[0] == 0:
+        raise ValueError("fgrad.numpy.place: vals is empty; pass at least one value")
+    m = (m if m.dtype == dtypes.bool else m != 0).reshape(-1)
+    rank = m.cast(dtypes.int32).cumsum(0) - 1
+    picked = v[rank.clip(0, None) % v.shape[0]].cast(x.dtype)
+    return m.where(picked, x.reshape(-1)).reshape(x.shape)
+
+
+def put(a: ArrayLike, ind: ArrayLike, v: ArrayLike, mode: str | None = None, *,
+        inplace: bool = True) -> Tensor:
+    """A copy of `a` with the flat positions `ind` set to `v` (repeated when too few).
+    mode None (JAX's default): negative indices count from the end, then out-of-range ones
+    are clipped; "clip" clips (no wrapping); "wrap" wraps modulo the size. Repeated indices:
+    the last value wins. inplace=True, the default as in JAX, is refused."""
+    _refuse_inplace("put", inplace)
+    if mode == "raise":
+        raise NotImplementedError("fgrad.numpy.put: mode='raise' is not supported (it would "
+                                  "need a value-dependent error); use 'clip' or 'wrap'")
+    if mode not in (None, "clip", "wrap"):
+        raise ValueError(f"fgrad.numpy.put: mode must be None, 'clip' or 'wrap', got {mode!r}")
+    x = asarray(a)
+    flat, i, vals = x.reshape(-1), asarray(ind).reshape(-1), asarray(v).reshape(-1)
+    if not i.dtype.is_int:
+        raise TypeError(f"fgrad.numpy.put: ind must hold integers, got {i.dtype.np}")
+    n, k = flat.shape[0], i.shape[0]
+    if k == 0 or vals.shape[0] == 0 or n == 0:
+        return x
+    vals = vals[Tensor(np.arange(k, dtype=np.int32) % vals.shape[0])].cast(x.dtype)
+    if mode == "wrap":
+        i = i % n
+    elif mode == "clip":
+        i = i.clip(0, n - 1)
+    else:
+        i = (i < 0).where(i + n, i).clip(0, n - 1)
+    return flat.at[i].set(vals).reshape(x.shape)
+
+
+# ---------------------------------------------------------------------------- bit packing
+
+def _bit_weights(bitorder: str, name: str) -> np.ndarray:
+    if bitorder not in ("big", "little"):
+        raise ValueError(f"fgrad.numpy.{name}: bitorder must be 'big' or 'little', got "
+                         f"{bitorder!r}")
+    w = 1 << np.arange(8, dtype=np.int32)
+    return w[::-1].copy() if bitorder == "big" else w
+
+
+def packbits(a: ArrayLike, axis: int | None = None, bitorder: str = "big") -> Tensor:
+    """uint8 bytes packing the truth of the elements (8 per byte along `axis`, zero-padded;
+    None: of the flattened array) of an integer or bool array."""
+    x = asarray(a)
+    if not (x.dtype.is_int or x.dtype == dtypes.bool):
+        raise TypeError(f"fgrad.numpy.packbits: a must be an integer or bool array, got "
+                        f"{x.dtype.np}")
+    w = _bit_weights(bitorder, "packbits")
+    bits = (x != 0) if x.dtype != dtypes.bool else x
+    if axis is None:
+        bits, axis = bits.reshape(-1), 0
+    ax = axis_of(axis, bits.ndim, "packbits")
+    bits = moveaxis(bits, ax, -1)
+    n = bits.shape[-1]
+    pad = -n % 8
+    if pad:
+        bits = concatenate([bits, Tensor(np.zeros(bits.shape[:-1] + (pad,), bool))], -1)
+    grouped = bits.reshape(bits.shape[:-1] + ((n + pad) // 8, 8)).cast(dtypes.int32)
+    return moveaxis((grouped * Tensor(w)).sum(-1).cast(dtypes.uint8), -1, ax)
+
+
+def unpackbits(a: ArrayLike, axis: int | None = None, count: int | None = None,
+               bitorder: str = "big") -> Tensor:
+    """The bits (uint8 0/1) of a uint8 array along `axis` (None: flattened); `count` keeps
+    that many bits (zero-padded past the end; negative: drops bits from the end)."""
+    x = asarray(a)
+    if x.dtype != dtypes.uint8:
+        raise TypeError(f"fgrad.numpy.unpackbits: a must be a uint8 array, got {x.dtype.np}")
+    w = _bit_weights(bitorder, "unpackbits")
+    if axis is None:
+        x, axis = x.reshape(-1), 0
+    ax = axis_of(axis, x.ndim, "unpackbits")
+    x = moveaxis(x, ax, -1).cast(dtypes.int32)
+    bits = ((x.reshape(x.shape + (1,)) // Tensor(w)) % 2).cast(dtypes.uint8)
+    bits = bits.reshape(x.shape[:-1] + (x.shape[-1] * 8,))
+    if count is not None:
+        total = bits.shape[-1]
+        c = operator.index(count)
+        keep = min(c, total) if c >= 0 else max(total + c, 0)
+        bits = bits[..., :keep]
+        if c > total:
+            extra = Tensor(np.zeros(bits.shape[:-1] + (c - total,), np.uint8))
+            bits = concatenate([bits, extra], -1)
+    return moveaxis(bits, -1, ax)
+
+
+# ---------------------------------------------------------------------------- printing
+
+def get_printoptions() -> dict[str, Any]:
+    """NumPy's print options (fgrad prints arrays through NumPy)."""
+    return dict(np.get_printoptions())
+
+
+def set_printoptions(*args: Any, **kwargs: Any) -> None:
+    """Set NumPy's print options (numpy.set_printoptions's arguments)."""
+    np.set_printoptions(*args, **kwargs)
+
+
+def printoptions(*args: Any, **kwargs: Any) -> Any:
+    """A context manager setting NumPy's print options for its block."""
+    return np.printoptions(*args, **kwargs)
+
+
+def _host(a: ArrayLike, name: str) -> np.ndarray:
+    x = asarray(a)
+    if type(x) is not Tensor:
+        raise TypeError(f"fgrad.numpy.{name}: cannot print a traced value (inside jit/grad); "
+                        f"use fgrad.debug.print, or call it outside the transformation")
+    return x.numpy()
+
+
+def array_repr(arr: ArrayLike, max_line_width: int | None = None,
+               precision: int | None = None, suppress_small: bool | None = None) -> str:
+    """numpy.array_repr of the array's values."""
+    return np.array_repr(_host(arr, "array_repr"), max_line_width, precision, suppress_small)
+
+
+def array_str(a: ArrayLike, max_line_width: int | None = None, precision: int | None = None,
+              suppress_small: bool | None = None) -> str:
+    """numpy.array_str of the array's values."""
+    return np.array_str(_host(a, "array_str"), max_line_width, precision, suppress_small)

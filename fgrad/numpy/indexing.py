@@ -224,3 +224,80 @@ class _Grid:
 
 mgrid = _Grid(sparse=False, name="mgrid")
 ogrid = _Grid(sparse=True, name="ogrid")
+
+
+def mask_indices(n: int, mask_func: Any, k: int = 0, *, size: int | None = None
+                 ) -> tuple[Tensor, Tensor]:
+    """(rows, cols) where mask_func(ones((n, n)), k) is nonzero, e.g. fnp.triu; `size` pads
+    with 0 or truncates."""
+    from fgrad.numpy.sets import nonzero
+    mask = mask_func(Tensor(np.ones((n, n), np.int32)), k)
+    rows, cols = nonzero(asarray(mask), size=size)
+    return rows, cols
+
+
+class _AxisConcat:
+    """r_ / c_: concatenate slices (arange, or linspace for a complex step such as 5j),
+    scalars and arrays; a leading string sets 'axis[,ndmin[,trans1d]]', or 'r' / 'c' make a
+    1-d result a row / column."""
+
+    def __init__(self, axis: int, ndmin: int, trans1d: int, name: str):
+        self.params, self.name = (axis, ndmin, trans1d), name
+
+    def __getitem__(self, key: Any) -> Tensor:
+        from fgrad.numpy._base import is_scalar, result_type
+        from fgrad.numpy.shape import concatenate, expand_dims, transpose
+        items = list(key) if isinstance(key, tuple) else [key]
+        axis, ndmin, trans1d = self.params
+        matrix = -1
+        if items and isinstance(items[0], str):
+            directive = items.pop(0)
+            if directive in ("r", "c"):
+                matrix = 0 if directive == "r" else 1
+            else:
+                try:
+                    vec = [int(v) for v in directive.split(",")[:3]]
+                except ValueError:
+                    raise ValueError(f"fgrad.numpy.{self.name}: could not understand the "
+                                     f"directive {directive!r}; use 'r', 'c' or "
+                                     f"'axis[,ndmin[,trans1d]]'") from None
+                axis, ndmin, trans1d = (vec + [ndmin, trans1d][len(vec) - 1:])[:3]
+        if not items:
+            raise ValueError(f"fgrad.numpy.{self.name}: nothing to concatenate")
+        pieces: list[Any] = []
+        for item in items:
+            if isinstance(item, str):
+                raise ValueError(f"fgrad.numpy.{self.name}: a string directive must come "
+                                 f"first")
+            pieces.append(self._range(item) if isinstance(item, slice) else item)
+        scalars = [p for p in pieces if is_scalar(p)]
+        dt = asarray(scalars).dtype if len(scalars) == len(pieces) else result_type(*pieces)
+        out = []
+        for item, piece in zip(items, pieces):
+            arr = asarray(piece).cast(dt)
+            item_ndim = 0 if isinstance(item, slice) else arr.ndim
+            arr = arr.reshape((1,) * (ndmin - arr.ndim) + arr.shape)
+            if trans1d != -1 and ndmin - item_ndim > 0:
+                shift = ndmin - abs(ndmin + trans1d + 1) % ndmin
+                order = list(range(ndmin))
+                arr = transpose(arr, order[shift:] + order[:shift])
+            out.append(arr)
+        res = concatenate(out, axis)
+        return expand_dims(res, matrix) if matrix != -1 and res.ndim == 1 else res
+
+    def __len__(self) -> int:
+        return 0
+
+    def _range(self, k: slice) -> Tensor:
+        from fgrad.numpy.creation import arange, linspace
+        start = k.start or 0
+        step = k.step or 1
+        if k.stop is None:
+            raise ValueError(f"fgrad.numpy.{self.name}: a slice needs a stop, got {k!r}")
+        if isinstance(step, complex):
+            return linspace(start, k.stop, int(abs(step)))
+        return arange(start, k.stop, step)
+
+
+r_ = _AxisConcat(0, 1, -1, "r_")
+c_ = _AxisConcat(-1, 2, 0, "c_")

@@ -224,3 +224,23 @@ def kaiser(M: int, beta: ArrayLike) -> Tensor:  # noqa: N803
     b = asarray(beta, dtypes.float32) if not isinstance(beta, Tensor) else beta
     ratio = (n - alpha) / alpha
     return i0(b * (1 - ratio * ratio).maximum(0.0).sqrt()) / i0(b)
+
+
+# ---------------------------------------------------------------------------- bit counting
+
+_UNSIGNED = {1: dtypes.uint8, 2: dtypes.uint16, 4: dtypes.uint32, 8: dtypes.uint64}
+
+
+def bitwise_count(x: ArrayLike, /) -> Tensor:
+    """The number of 1 bits in |x| (uint8), for integer and bool arrays."""
+    t = asarray(x)
+    if t.dtype == dtypes.bool:
+        return t.cast(dtypes.uint8)
+    if not t.dtype.is_int:
+        raise TypeError(f"fgrad.numpy.bitwise_count: x must be an integer or bool array, got "
+                        f"{t.dtype.np}")
+    u = t if t.dtype.is_unsigned else t.abs().cast(_UNSIGNED[t.dtype.itemsize])
+    total = (u & 1).cast(dtypes.uint8)
+    for b in range(1, 8 * t.dtype.itemsize):
+        total = total + (_ew.right_shift(u, b) & 1).cast(dtypes.uint8)
+    return total

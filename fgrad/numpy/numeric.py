@@ -1,5 +1,6 @@
 """Numerical routines with jax.numpy's semantics: differences (diff, ediff1d, gradient,
-unwrap), interpolation and binning (interp, digitize, bincount, histogram), 1-d convolution
+unwrap), interpolation and binning (interp, digitize, bincount, histogram,
+histogram2d, histogramdd), 1-d convolution
 (convolve, correlate), integration (trapezoid) and statistics (cov, corrcoef).
 
 They work under jit, grad and vmap where JAX's do: shapes depend only on static arguments
@@ -8,6 +9,7 @@ inputs give float32 results where JAX's do (interp, histogram, convolve, cov, ..
 """
 from __future__ import annotations
 
+import builtins
 import math
 import operator
 from typing import Any, Sequence
@@ -486,3 +488,75 @@ def corrcoef(x: ArrayLike, y: ArrayLike = None, rowvar: bool = True,
     d = diagonal(c).sqrt()
     c = c / d.reshape(-1, 1) / d.reshape(1, -1)
     return c.clip(-1, 1)
+
+
+def histogramdd(sample: ArrayLike, bins: Any = 10, range: Any = None,  # noqa: A002
+                weights: ArrayLike = None, density: bool | None = None
+                ) -> tuple[Tensor, list[Tensor]]:
+    """(counts, per-dimension edges) of the rows of an (N, D) sample (a 1-d sample is
+    (N, 1)): bins an int, or per dimension an int or edges; range None or per dimension a
+    pair or None. int32 counts (float with weights or density), as in JAX."""
+    s = asarray(sample)
+    s = s.reshape(-1, 1) if s.ndim == 1 else s
+    if s.ndim != 2:
+        raise ValueError(f"fgrad.numpy.histogramdd: sample must be (N, D), got shape "
+                         f"{s.shape}")
+    n, d = s.shape
+    per_dim = isinstance(bins, (list, tuple)) or (isinstance(bins, Tensor) and bins.ndim == 1) \
+        or (isinstance(bins, np.ndarray) and bins.ndim == 1)
+    bin_list = list(bins) if per_dim else [bins] * d
+    ranges = [None] * d if range is None else list(range)
+    if len(bin_list) != d or len(ranges) != d:
+        raise ValueError(f"fgrad.numpy.histogramdd: bins and range need one entry per "
+                         f"dimension ({d}), got {len(bin_list)} and {len(ranges)}")
+    from fgrad.numpy.products import searchsorted
+    (x,) = inexact(s)
+    edges: list[Tensor] = []
+    flat, sizes = Tensor(np.zeros(n, np.int32)), []
+    for k in builtins.range(d):
+        col = x[:, k]
+        e = histogram_bin_edges(col, bin_list[k], ranges[k])
+        m = e.shape[0]
+        idx = searchsorted(e, col, side="right")
+        idx = (col == e[-1]).where(m - 1, idx).cast(dtypes.int32)
+        flat = flat * (m + 1) + idx
+        sizes.append(m + 1)
+        edges.append(e)
+    if weights is None:
+        w = Tensor(np.ones(n, (dtypes.default_float if density else dtypes.default_int).np))
+    else:
+        w = asarray(weights)
+        if w.shape != (n,):
+            raise ValueError(f"fgrad.numpy.histogramdd: weights must have shape ({n},), got "
+                             f"{w.shape}")
+        (w,) = inexact(w)
+    counts = scatter_add(flat, w, math.prod(sizes)).reshape(sizes)
+    counts = counts[tuple(slice(1, -1) for _ in sizes)]
+    if density:
+        counts = counts / counts.sum()
+        for k, e in enumerate(edges):
+            width = diff(e)
+            counts = counts / width.reshape(tuple(-1 if i == k else 1 for i in
+                                                  builtins.range(d)))
+    return counts, edges
+
+
+def histogram2d(x: ArrayLike, y: ArrayLike, bins: Any = 10, range: Any = None,  # noqa: A002
+                weights: ArrayLike = None, density: bool | None = None
+                ) -> tuple[Tensor, Tensor, Tensor]:
+    """(counts, x edges, y edges) of the points (x[i], y[i]); bins an int, a pair of ints
+    or edges, or one edges array for both axes."""
+    xt, yt = asarray(x), asarray(y)
+    if xt.ndim != 1 or xt.shape != yt.shape:
+        raise ValueError(f"fgrad.numpy.histogram2d: x and y must be 1-d of the same length, "
+                         f"got shapes {xt.shape} and {yt.shape}")
+    try:
+        pair = len(bins) == 2
+    except TypeError:
+        pair = False
+    if not pair and not isinstance(bins, (int, np.integer)):
+        edges = asarray(bins)
+        bins = [edges, edges]
+    from fgrad.numpy.shape import stack
+    counts, (ex, ey) = histogramdd(stack(inexact(xt, yt), 1), bins, range, weights, density)
+    return counts, ex, ey

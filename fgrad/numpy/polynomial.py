@@ -189,3 +189,32 @@ def poly(seq_of_zeros: ArrayLike) -> Tensor:
     for i in range(z.shape[0]):
         a = convolve(a, concatenate([Tensor(np.ones(1, z.dtype.np)), -z[i:i + 1]]))
     return a if z.shape[0] else Tensor(np.ones((), z.dtype.np))
+
+
+def polydiv(u: ArrayLike, v: ArrayLike, *, trim_leading_zeros: bool = False
+            ) -> tuple[Tensor, Tensor]:
+    """(quotient, remainder) of the polynomial long division u / v (float32 for integer
+    inputs). As in JAX the remainder keeps u's length (leading zeros included) unless
+    trim_leading_zeros=True (concrete values only) drops leading |r| < sqrt(eps)."""
+    num, den = inexact(u, v)
+    num, den = _vector("polydiv", num), _vector("polydiv", den)
+    if den.shape[0] == 0:
+        raise ValueError("fgrad.numpy.polydiv: the divisor v is empty")
+    m, n = num.shape[0] - 1, den.shape[0] - 1
+    scale = 1.0 / den[0]
+    quotient = []
+    rem = num
+    for k in range(m - n + 1):
+        d = scale * rem[k]
+        quotient.append(d.reshape(1))
+        rem = rem.at[k:k + n + 1].add(-d * den)
+    q = concatenate(quotient) if quotient else Tensor(np.zeros(1, num.dtype.np))
+    if trim_leading_zeros:
+        if type(rem) is not Tensor:
+            raise TypeError("fgrad.numpy.polydiv: trim_leading_zeros=True needs concrete "
+                            "coefficients (the length depends on their values); leave it "
+                            "False under jit")
+        vals = np.abs(rem.numpy().astype(np.float64))
+        big = np.flatnonzero(vals >= np.sqrt(np.finfo(num.dtype.np).eps))
+        rem = rem[int(big[0]):] if big.size else rem[:0]
+    return q, rem

@@ -185,3 +185,37 @@ def lexsort(keys: Sequence[ArrayLike], axis: int = -1) -> Tensor:
         order = take_along_axis(k, idx, axis).argsort(axis)
         idx = take_along_axis(idx, order, axis)
     return idx
+
+
+def einsum_path(subscripts: str, /, *operands: ArrayLike, optimize: Any = "auto"
+                ) -> tuple[list[tuple[int, ...]], str]:
+    """(contraction path, report) for einsum, computed by numpy.einsum_path from the
+    operands' shapes only (traced operands are fine). optimize: 'auto'/True/'greedy',
+    'optimal', False (left to right, pairwise) or an explicit list of index tuples; the
+    greedy path may differ from JAX's (which uses opt_einsum)."""
+    stand_ins = [np.broadcast_to(np.zeros((), _stand_in_dtype(o)), np.shape(o))
+                 if not isinstance(o, Tensor) else
+                 np.broadcast_to(np.zeros((), o.dtype.np), o.shape) for o in operands]
+    if optimize in ("auto", True, "greedy"):
+        how: Any = "greedy"
+    elif optimize == "optimal":
+        how = "optimal"
+    elif optimize is False or optimize is None:
+        how = ["einsum_path"] + [(0, 1)] * max(len(operands) - 1, 0) if len(operands) > 1 \
+            else ["einsum_path", (0,)]
+    elif isinstance(optimize, (list, tuple)):
+        how = ["einsum_path"] + [tuple(int(i) for i in step) for step in optimize]
+    else:
+        raise ValueError(f"fgrad.numpy.einsum_path: optimize must be 'auto', 'greedy', "
+                         f"'optimal', a bool or a list of index tuples, got {optimize!r}")
+    try:
+        path, report = np.einsum_path(subscripts, *stand_ins, optimize=how)
+    except ValueError as err:
+        raise ValueError(f"fgrad.numpy.einsum_path: {err} (operand shapes "
+                         f"{[s.shape for s in stand_ins]})") from None
+    return [tuple(int(i) for i in step) for step in path[1:]], report
+
+
+def _stand_in_dtype(o: Any) -> Any:
+    arr = np.asarray(o)
+    return arr.dtype if arr.dtype.kind in "biuf" else np.float32

@@ -363,11 +363,69 @@ def nancumsum(a: ArrayLike, axis: int | None = None, dtype: Any = None) -> Tenso
     return cumsum(_nan_fill(a, 0.0)[0], axis, dtype)
 
 
-def nanmedian(a: ArrayLike, axis: Axis = None, keepdims: bool = False) -> Tensor:
-    """Median of the non-NaN elements (eager only: the count varies per row)."""
-    x = asarray(a)
-    if type(x) is not Tensor:
-        raise TypeError("fgrad.numpy.nanmedian is eager-only (its result depends on how many "
-                        "NaNs each row holds); use fnp.median on NaN-free data under jit")
-    return Tensor(np.nanmedian(x.numpy(), axis=axis, keepdims=keepdims).astype(
-        float_of(x).dtype.np))
+def nanmedian(a: ArrayLike, axis: Axis = None, out: Any = None, overwrite_input: bool = False,
+              keepdims: bool = False) -> Tensor:
+    """Median of the non-NaN elements (NaN where a slice is all NaN): `nanquantile` at 0.5,
+    so it works under jit and grad."""
+    refuse_out("nanmedian", out)
+    return nanquantile(a, 0.5, axis=axis, keepdims=keepdims)
+
+
+def nanquantile(a: ArrayLike, q: ArrayLike, axis: Axis = None, out: Any = None,
+                overwrite_input: bool = False, method: str = "linear",
+                keepdims: bool = False, *, weights: ArrayLike = None) -> Tensor:
+    """`quantile` of the non-NaN elements (NaN where a slice is all NaN); works under jit
+    and grad (each slice's count of NaNs is a value, not a shape)."""
+    refuse_out("nanquantile", out)
+    if weights is not None:
+        raise NotImplementedError("fgrad.numpy.nanquantile: weights= is not supported")
+    x = float_of(asarray(a))
+    s, _ = _sorted_along(x, axis, "nanquantile")   # NaNs sort last
+    count = s.isnan().logical_not().cast(s.dtype).sum(-1)
+    qt = float_of(asarray(q)).cast(s.dtype)
+    if qt.ndim > 1:
+        raise ValueError(f"fgrad.numpy.nanquantile: q must be a scalar or 1-d, got shape "
+                         f"{qt.shape}")
+    if type(qt) is Tensor and not ((qt.numpy() >= 0) & (qt.numpy() <= 1)).all():
+        raise ValueError("fgrad.numpy.nanquantile: q must be in [0, 1] (nanpercentile: in "
+                         "[0, 100])")
+    top = (count - 1).clip(0, None)
+    pos = qt.reshape(qt.shape + (1,) * count.ndim) * top
+    lo, hi = pos.floor().clip(0, None), pos.ceil()
+    hi = (hi > top).where(top, hi)
+    frac = pos - lo
+    if method == "lower":
+        hi, frac = lo, frac * 0
+    elif method == "higher":
+        lo, frac = hi, frac * 0
+    elif method == "nearest":
+        lo = hi = pos.round()
+    elif method == "midpoint":
+        frac = (hi > lo).where(0.5, 0.0)
+    elif method != "linear":
+        raise ValueError(f"fgrad.numpy.nanquantile: unknown method {method!r}; use 'linear', "
+                         f"'lower', 'higher', 'nearest' or 'midpoint'")
+    res = _gather_rows(s, lo) * (1 - frac) + _gather_rows(s, hi) * frac
+    res = (count == 0).where(math.nan, res)
+    if keepdims:
+        axes = axes_of(axis, x.ndim, "nanquantile")
+        res = res.reshape(qt.shape + tuple(1 if i in axes else d for i, d in
+                                           enumerate(x.shape)))
+    return res
+
+
+def _gather_rows(s: Tensor, pos: Tensor) -> Tensor:
+    """s[..., pos[j, ...]] per row: pos has q's axes in front of s's leading axes."""
+    from fgrad.numpy.shape import moveaxis
+    q_nd = pos.ndim - (s.ndim - 1)
+    idx = moveaxis(pos.cast(dtypes.int32).reshape((-1,) + s.shape[:-1]), 0, -1)
+    got = s.gather(-1, idx) if s.ndim else s
+    return moveaxis(got, -1, 0).reshape(pos.shape[:q_nd] + s.shape[:-1])
+
+
+def nanpercentile(a: ArrayLike, q: ArrayLike, axis: Axis = None, out: Any = None,
+                  overwrite_input: bool = False, method: str = "linear",
+                  keepdims: bool = False, *, weights: ArrayLike = None) -> Tensor:
+    """`nanquantile` with q in percent."""
+    return nanquantile(a, float_of(asarray(q)) / 100.0, axis, out, overwrite_input, method,
+                       keepdims, weights=weights)

@@ -14,6 +14,7 @@ from fgrad.core import prims as P
 from fgrad.core import random as R
 from fgrad.core.dtypes import DType, dtypes
 from fgrad.core.tensor import Tensor, as_tensor
+from fgrad.random import gaussian as G
 
 # ---------------------------------------------------------------------------- arguments
 
@@ -84,7 +85,8 @@ def finfo(dtype: DType) -> Any:
 
 
 def log1p(x: Tensor) -> Tensor:
-    return P.log1p_p.bind(x)
+    """log(1 + x), in float64 as XLA computes it (`gaussian.log1p`)."""
+    return G.log1p(x)
 
 
 def exponential(key: Tensor, shape: tuple[int, ...], dtype: DType) -> Tensor:
@@ -161,7 +163,7 @@ def uniform_from_words(y: Words, dtype: DType, lo: float = 0.0, hi: float = 1.0)
 def normal_from_words(y: Words, dtype: DType) -> Tensor:
     """`normal(key, (), dtype)` from the hashed words of (key, 0)."""
     lo = R._next_float(-1.0, dtype, up=True)
-    return R._inverse_cdf(uniform_from_words(y, dtype, float(lo), 1.0), dtype)
+    return G.inverse_cdf(uniform_from_words(y, dtype, float(lo), 1.0), dtype)
 
 
 def uniform_each(k: Words, dtype: DType, lo: float = 0.0, hi: float = 1.0) -> Tensor:

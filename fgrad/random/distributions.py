@@ -15,6 +15,7 @@ from fgrad.core.prims import linalg as lp
 from fgrad.core.prims.eigh import eigh
 from fgrad.core.tensor import Tensor, as_tensor
 from fgrad.random import _util as U
+from fgrad.random import gaussian as G
 
 
 def laplace(key: Tensor, shape: Any = (), dtype: Any = None) -> Tensor:
@@ -22,7 +23,7 @@ def laplace(key: Tensor, shape: Any = (), dtype: Any = None) -> Tensor:
     k = R._check_key(key, "laplace")
     dtype = U.float_dtype(dtype, "laplace")
     lo = -1.0 + float(U.finfo(dtype).epsneg)
-    u = R.uniform(k, R._shape(shape, "laplace"), dtype, lo, 1.0)
+    u = G.uniform(k, R._shape(shape, "laplace"), dtype, lo, 1.0)
     return u.sign() * U.log1p(-u.abs())
 
 
@@ -30,7 +31,7 @@ def logistic(key: Tensor, shape: Any = (), dtype: Any = None) -> Tensor:
     """Standard logistic samples: log(u) - log1p(-u)."""
     k = R._check_key(key, "logistic")
     dtype = U.float_dtype(dtype, "logistic")
-    u = R.uniform(k, R._shape(shape, "logistic"), dtype, float(U.finfo(dtype).tiny), 1.0)
+    u = G.uniform(k, R._shape(shape, "logistic"), dtype, float(U.finfo(dtype).tiny), 1.0)
     return u.log() - U.log1p(-u)
 
 
@@ -38,7 +39,7 @@ def cauchy(key: Tensor, shape: Any = (), dtype: Any = None) -> Tensor:
     """Standard Cauchy samples: tan(pi (u - 1/2))."""
     k = R._check_key(key, "cauchy")
     dtype = U.float_dtype(dtype, "cauchy")
-    u = R.uniform(k, R._shape(shape, "cauchy"), dtype, float(U.finfo(dtype).eps), 1.0)
+    u = G.uniform(k, R._shape(shape, "cauchy"), dtype, float(U.finfo(dtype).eps), 1.0)
     return ((u - 0.5) * math.pi).tan()
 
 
@@ -61,7 +62,7 @@ def maxwell(key: Tensor, shape: Any = (), dtype: Any = None) -> Tensor:
     """Maxwell samples (the speed of a 3-d standard normal vector: its 2-norm)."""
     k = R._check_key(key, "maxwell")
     dtype = U.float_dtype(dtype, "maxwell")
-    return _norm3(R.normal(k, R._shape(shape, "maxwell") + (3,), dtype))
+    return _norm3(G.normal(k, R._shape(shape, "maxwell") + (3,), dtype))
 
 
 def double_sided_maxwell(key: Tensor, loc: Any, scale: Any, shape: Any = (),
@@ -75,7 +76,7 @@ def double_sided_maxwell(key: Tensor, loc: Any, scale: Any, shape: Any = (),
     shape = R._shape(shape, "double_sided_maxwell") or params
     shape = shape + params
     keys = R.split(k)
-    speed = _norm3(R.normal(keys[0], shape + (3,), dtype))
+    speed = _norm3(G.normal(keys[0], shape + (3,), dtype))
     sign = rademacher(keys[1], shape, dtype)
     return sign * speed * scale + loc
 
@@ -87,7 +88,7 @@ def weibull_min(key: Tensor, scale: Any, concentration: Any, shape: Any = (),
     k = R._check_key(key, "weibull_min")
     dtype = U.float_dtype(dtype, "weibull_min")
     scale, conc = U.param(scale, dtype), U.param(concentration, dtype)
-    u = R.uniform(k, R._shape(shape, "weibull_min"), dtype)
+    u = G.uniform(k, R._shape(shape, "weibull_min"), dtype)
     return (-U.log1p(-u)) ** (1.0 / conc) * scale
 
 
@@ -97,7 +98,7 @@ def lognormal(key: Tensor, sigma: Any = 1.0, shape: Any = None, dtype: Any = Non
     dtype = U.float_dtype(dtype, "lognormal")
     sigma = U.param(sigma, dtype)
     shape = U.out_shape("lognormal", shape, sigma)
-    return (R.normal(k, shape, dtype) * sigma).exp()
+    return (G.normal(k, shape, dtype) * sigma).exp()
 
 
 def pareto(key: Tensor, b: Any, shape: Any = None, dtype: Any = None) -> Tensor:
@@ -115,7 +116,7 @@ def rayleigh(key: Tensor, scale: Any, shape: Any = None, dtype: Any = None) -> T
     dtype = U.float_dtype(dtype, "rayleigh")
     scale = U.param(scale, dtype)
     shape = U.out_shape("rayleigh", shape, scale)
-    u = R.uniform(k, shape, dtype)
+    u = G.uniform(k, shape, dtype)
     return U.full(scale, shape) * (u.log() * -2.0).sqrt()
 
 
@@ -128,8 +129,8 @@ def wald(key: Tensor, mean: Any, shape: Any = None, dtype: Any = None) -> Tensor
     shape = U.out_shape("wald", shape, mean)
     keys = R.split(k)
     mean = U.full(mean, shape)
-    v = R.normal(keys[0], shape, dtype)
-    z = R.uniform(keys[1], shape, dtype)
+    v = G.normal(keys[0], shape, dtype)
+    z = G.uniform(keys[1], shape, dtype)
     y = v * v
     mean_sq = mean * mean
     root = (4.0 * mean * y + mean_sq * (y * y)).sqrt()
@@ -146,7 +147,7 @@ def triangular(key: Tensor, left: Any, mode: Any, right: Any, shape: Any = None,
     shape = U.out_shape("triangular", shape, left, mode, right)
     left, mode, right = U.full(left, shape), U.full(mode, shape), U.full(right, shape)
     fc = (mode - left) / (right - left)
-    u = R.uniform(k, shape, dtype)
+    u = G.uniform(k, shape, dtype)
     low = left + (u * (right - left) * (mode - left)).sqrt()
     high = right - ((1.0 - u) * (right - left) * (right - mode)).sqrt()
     return (u < fc).where(low, high)
@@ -187,7 +188,7 @@ def multivariate_normal(key: Tensor, mean: Any, cov: Any, shape: Any = None,
         shape = R._shape(shape, "multivariate_normal")
         U.check_shape("multivariate_normal", shape, mean.shape[:-1], cov.shape[:-2])
     factor = _factor(cov, method)
-    z = R.normal(k, shape + (n,), out_dtype)
+    z = G.normal(k, shape + (n,), out_dtype)
     return mean + _matvec(factor, z)
 
 
@@ -222,7 +223,7 @@ def orthogonal(key: Tensor, n: int, shape: Any = (), dtype: Any = None,
     for name, v in (("n", n), ("m", m)):
         if not isinstance(v, int) or isinstance(v, bool) or v < 0:
             raise TypeError(f"orthogonal: {name} must be a non-negative Python int, got {v!r}")
-    z = R.normal(k, shape + (max(n, m), min(n, m)), dtype)
+    z = G.normal(k, shape + (max(n, m), min(n, m)), dtype)
     q, r = lp.qr(z, full_matrices=False)
     diag = _diagonal(r)
     x = q * diag.sign().reshape(diag.shape[:-1] + (1, diag.shape[-1]))

@@ -13,6 +13,7 @@ from fgrad.core import random as R
 from fgrad.core.dtypes import DType
 from fgrad.core.tensor import Tensor
 from fgrad.random import _util as U
+from fgrad.random import gaussian as G
 from fgrad.random.gamma_sampler import gamma_p, loggamma_p
 
 
@@ -104,7 +105,7 @@ def t(key: Tensor, df: Any, shape: Any = None, dtype: Any = None) -> Tensor:
     df = U.param(df, dtype)
     shape = U.out_shape("t", shape, df)
     keys = R.split(k)
-    n = R.normal(keys[0], shape, dtype)
+    n = G.normal(keys[0], shape, dtype)
     half = df / 2.0
     g = gamma_p(keys[1], U.full(half, shape))
     return n * (half / g).sqrt()

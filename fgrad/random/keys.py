@@ -50,4 +50,20 @@ def clone(key: Any) -> Tensor:
     return _key_array(key, "clone")
 
 
-__all__ = ["clone", "key_data", "wrap_key_data"]
+def key_impl(keys: Any) -> str:
+    """The name of the implementation of `keys` (a key or an array of keys): always
+    'threefry2x32', fgrad's only one; anything that is not key data is a TypeError."""
+    _key_array(keys, "key_impl")
+    return "threefry2x32"
+
+
+def key_dtype(impl_spec: Any = None) -> Any:
+    """The dtype of the keys of implementation `impl_spec` (None or 'threefry2x32'). fgrad
+    has no typed key dtype (JAX's `key<fry>`): its keys are raw words, so this is uint32."""
+    if impl_spec not in _IMPLS:
+        raise ValueError(f"key_dtype: fgrad only has the 'threefry2x32' key implementation, "
+                         f"got {impl_spec!r}")
+    return dtypes.uint32
+
+
+__all__ = ["clone", "key_data", "key_dtype", "key_impl", "wrap_key_data"]

@@ -46,6 +46,18 @@ def test_config_override_restores():
     assert fgrad.config.log_compiles and not fgrad.config.debug_infs
 
 
+def test_jax_platform_names_select_the_matching_backend():
+    """`jax.config.update("jax_platform_name", "cpu")` is common in JAX programs."""
+    with fgrad.config.override(jax_platform_name="cpu"):
+        assert fgrad.config.backend == "llvm"
+    with fgrad.config.override(jax_default_device="CL:0"):
+        assert fgrad.config.backend == "opencl"
+    with fgrad.config.override(jax_platform_name="gpu"):
+        assert fgrad.config.backend == "opencl"
+    with pytest.raises(ValueError, match="choose one of"):
+        fgrad.config.update("jax_platform_name", "tpu")
+
+
 def test_disable_jit_runs_python():
     seen = []
 

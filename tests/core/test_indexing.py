@@ -261,3 +261,31 @@ def test_grad_of_basic_indexing_and_at_set():
     ref = np.full_like(B, 2.0)
     ref[:, 1] = 0
     np.testing.assert_array_equal(g.numpy(), ref)
+
+
+@pytest.mark.parametrize("backend", [None, "llvm", "numpy"])
+def test_grad_of_set_with_repeated_indices_reaches_only_the_last_write(backend):
+    """`x.at[idx].set(v)` keeps the last of repeated rows, so only that update has a
+    gradient (checked against central differences of the same function in NumPy)."""
+    idx = np.array([[1, 3], [1, 0], [3, 1]])
+    weights = np.arange(12.0).reshape(4, 3)
+
+    def ref(v):
+        out = np.zeros((4, 3))
+        for i, row in zip(idx.reshape(-1), v.reshape(-1, 3)):
+            out[i] = row
+        return float((out * weights).sum())
+
+    def f(v):
+        return (Tensor.zeros((4, 3)).at[Tensor(idx)].set(v) * Tensor(weights.astype(np.float32))
+                ).sum()
+
+    v0 = np.random.default_rng(0).standard_normal((3, 2, 3))
+    fd = np.zeros_like(v0)
+    for k in np.ndindex(v0.shape):
+        e = np.zeros_like(v0)
+        e[k] = 0.5
+        fd[k] = (ref(v0 + e) - ref(v0 - e)) / 1.0
+    g = fgrad.grad(f) if backend is None else fgrad.jit(fgrad.grad(f), backend=backend)
+    np.testing.assert_allclose(g(Tensor(v0.astype(np.float32))).numpy(), fd, atol=1e-5)
+    assert not fd[0, 0].any() and fd[2, 1].any()   # the first write to row 1 is overwritten

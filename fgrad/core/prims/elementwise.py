@@ -325,7 +325,8 @@ def _convert_impl(x: np.ndarray, *, new_dtype: DType) -> np.ndarray:
             out = np.clip(x, info.min, info.max).astype(new_dtype.np)
         # info.max may round up in float (2**63 - 1 -> 2**63): saturate explicitly
         return np.where(x >= info.max, np.array(info.max, new_dtype.np), out)
-    return x.astype(new_dtype.np)
+    with np.errstate(over="ignore", invalid="ignore"):   # to a narrower float: +-inf, silently
+        return x.astype(new_dtype.np)
 
 
 convert_p.abstract_eval = lambda x, *, new_dtype: ShapedArray(x.shape, new_dtype)

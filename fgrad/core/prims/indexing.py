@@ -153,7 +153,22 @@ def _scatter_transpose(ct: Any, x: Any, idx: Any, upd: Any, *, mode: str) -> lis
         ct_x = ct if mode == "add" else scatter(ct, idx, zeros(upd.aval.shape, ct.dtype), "set")
     if is_undefined(upd):
         ct_upd = gather(ct, idx)
+        if mode == "set" and int(np.prod(idx.shape)) > 1:   # only a row's last update counts
+            won = _last_writers(idx, ct.shape[0])
+            ct_upd = ct_upd * won.cast(ct.dtype).reshape(idx.shape + (1,) * (ct.ndim - 1))
     return [ct_x, None, ct_upd]
+
+
+def _last_writers(idx: Any, rows: int) -> Any:
+    """Whether each update of a 'set' scatter is the last one its (clamped) row receives, in
+    the order the updates are written (idx's row-major order): only those reach the output."""
+    from fgrad.core.prims.misc import iota
+    from fgrad.core.prims.movement import reshape
+    count = int(np.prod(idx.shape))
+    flat = reshape(idx, (count,))
+    order = iota(dtypes.int32, (count,), 0)
+    last = scatter(zeros((rows,), dtypes.int32) - 1, flat, order, "max")
+    return reshape(gather(last, flat) == order, idx.shape)
 
 
 def _scatter_batch(args: list[Any], dims: list[Any], *, mode: str) -> Any:

@@ -181,8 +181,27 @@ def test_gradients_match_torch(name, run_op):
     grad_fn = fgrad.grad(objective, argnums=tuple(range(len(wrt))))
     grads = run_op(grad_fn, *[args[i] for i in wrt])
     for i, g in zip(wrt, grads, strict=True):
-        np.testing.assert_allclose(g.numpy(), FIXTURES[f"{name}:grad{i}"], rtol=1e-4,
+        want = FIXTURES[f"{name}:grad{i}"]
+        if name.startswith("max_unpool2d") and i == 0:
+            want = want * ~_overwritten(args[1].numpy())
+        np.testing.assert_allclose(g.numpy(), want, rtol=1e-4,
                                    atol=1e-5, err_msg=f"{name}: gradient of input {i}")
+
+
+def _overwritten(indices: np.ndarray) -> np.ndarray:
+    """Where max_unpool2d's value is overwritten by a later one at the same output index
+    (overlapping pools repeat an index). Such values do not reach the output, so fgrad's
+    gradient there is 0, as a finite difference gives and as JAX's `.at[].set` does;
+    PyTorch's backward gathers the output's gradient for every repeat (documented in
+    docs/design.md)."""
+    rows = indices.reshape(indices.shape[0] * indices.shape[1], -1)
+    out = np.zeros(rows.shape, bool)
+    for r, row in enumerate(rows):
+        seen: set[int] = set()
+        for j in range(len(row) - 1, -1, -1):
+            out[r, j] = int(row[j]) in seen
+            seen.add(int(row[j]))
+    return out.reshape(indices.shape)
 
 
 # ---------------------------------------------------------------- composition
