@@ -34,10 +34,16 @@ __all__ = ["AvgPool", "BatchNorm", "Conv", "Conv1DTranspose", "ConvTranspose", "
            "GeneralConv", "GeneralConvTranspose", "Identity", "LeakyRelu", "LogSoftmax",
            "MaxPool", "Relu", "Selu", "Sigmoid", "Softmax", "Softplus", "SumPool", "Tanh",
            "elementwise", "glorot", "glorot_normal", "normal", "ones", "parallel", "randn",
-           "serial", "shape_dependent", "zeros"]
+           "serial", "shape_dependent", "zeros", "elu", "gelu", "leaky_relu", "log_softmax",
+           "logsoftmax", "relu", "selu", "sigmoid", "softmax", "softplus", "standardize"]
 
 Layer = tuple[Callable[..., Any], Callable[..., Any]]
 glorot = glorot_normal
+# the activation functions stax re-exports from jax.nn (examples call stax.logsoftmax)
+elu, gelu, leaky_relu, log_softmax = nnf.elu, nnf.gelu, nnf.leaky_relu, nnf.log_softmax
+relu, selu, sigmoid, softmax = nnf.relu, nnf.selu, nnf.sigmoid, nnf.softmax
+softplus, standardize = nnf.softplus, nnf.standardize
+logsoftmax = log_softmax
 randn = normal
 
 
