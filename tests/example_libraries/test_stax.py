@@ -71,3 +71,14 @@ def test_errors_name_the_problem() -> None:
         stax.MaxPool((2, 2), padding="FULL")[1]((), np.ones((1, 4, 4, 1), np.float32))
     with pytest.raises(ValueError, match="padding must be 'SAME' or 'VALID'"):
         stax.ConvTranspose(2, (3, 3), padding="FULL")[0](fgrad.random.PRNGKey(0), (1, 4, 4, 1))
+
+
+def test_stax_reexports_jax_nn_activations():
+    """JAX's stax module re-exports jax.nn's functions (its DP-SGD example calls
+    `stax.logsoftmax`)."""
+    x = np.array([[1.0, -2.0, 3.0]], np.float32)
+    got = stax.logsoftmax(x).numpy()
+    np.testing.assert_allclose(got, x - np.log(np.exp(x).sum(-1, keepdims=True)), rtol=1e-6)
+    for name in ("elu", "gelu", "leaky_relu", "relu", "selu", "sigmoid", "softmax", "softplus",
+                 "standardize", "log_softmax"):
+        assert callable(getattr(stax, name)), name
