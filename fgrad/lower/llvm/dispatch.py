@@ -20,6 +20,12 @@ cannot be precomputed:
 
 Calls from several threads at once are safe: a call that finds the table taken (a
 non-blocking lock) takes the general path instead. docs/performance.md (W7) has the measurements.
+
+A native routine whose scratch allocation fails records it and returns early
+(gemm/scratch.py), and the call raises `out_of_memory`'s MemoryError: the lean path tests
+what the segment's entry returns (the failures during the call, counted natively: ~20 ns
+a call, where reading the record's count before and after cost ~60), the others read the
+count before and after their native calls.
 """
 from __future__ import annotations
 
@@ -33,10 +39,14 @@ from typing import Any, Callable, cast
 import numpy as np
 
 from fgrad.lower.llvm.buffer_pool import MIN_POOLED_BYTES, POOL, aligned_empty
+from fgrad.lower.llvm.gemm.scratch import BYTES, FAILURES, SITE, SITES, VIEW as FAILED
 
 # inputs below this size stay referenced between calls; outputs use scratch (docstring)
 KEEP_BELOW_BYTES = MIN_POOLED_BYTES
-_ENTRY_BY_ADDRESS = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+# a serial segment's entry returns its failed allocations (threads.render_entry), read as
+# a pointer: ctypes gives None for 0, the cheapest conversion (16 ns over a void entry in
+# the lean call, an int 30)
+_ENTRY_BY_ADDRESS = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p)
 
 
 class LeanCall:
@@ -46,10 +56,14 @@ class LeanCall:
     def __init__(self, entry: int | Callable[[Any], None], plan: Any,
                  general: Callable[[Any], list],
                  address_of: Callable[[np.ndarray], int],
-                 new_output: Callable[[tuple, np.dtype], tuple[np.ndarray, int]]):
+                 new_output: Callable[[tuple, np.dtype], tuple[np.ndarray, int]],
+                 failure: Callable[[], MemoryError] = lambda: out_of_memory(None)):
         """`entry`: the segment entry's address, or (a segment cut into parts) a callable
-        that runs the parts on the buffer table (`threads.run_parts`)."""
+        that runs the parts on the buffer table (`threads.run_parts`), either returning the
+        failed allocations during the call; `failure()`: the error of a call whose native
+        code ran out of memory (`out_of_memory`)."""
         in_dtypes, out_specs, order, table_type = plan
+        self._failure = failure
         self._general, self._address_of, self._new_output = general, address_of, new_output
         self._table = table_type()
         self._table_address = ctypes.addressof(self._table)
@@ -85,11 +99,13 @@ class LeanCall:
             if not same and not self._bind_inputs(arrays):
                 return self._general(arrays)
             if self._scratch is not None:  # every output small: the common tiny call
-                self._entry(self._table_arg)
+                if self._entry(self._table_arg):   # allocations failed (module docstring)
+                    raise self._failure()
                 outs = [scratch.copy() for scratch in self._scratch]
             else:
                 fresh = self._bind_outputs()
-                self._entry(self._table_arg)
+                if self._entry(self._table_arg):
+                    raise self._failure()
                 outs = [scratch.copy() if scratch is not None else fresh.pop(0)
                         for _, _, scratch, _ in self._outs]
         finally:
@@ -180,8 +196,10 @@ class ArenaCall:
     in use by another thread."""
 
     def __init__(self, plan: Any, runners: list[Any], in_dtypes: list[np.dtype],
-                 constants: list[Any], general: Callable[[Any], list]):
+                 constants: list[Any], general: Callable[[Any], list],
+                 failure: Callable[[], MemoryError] = lambda: out_of_memory(None)):
         from fgrad.lower.kernel.call_plan import BLOCK, CONSTANT, FRESH, INPUT
+        self._failure = failure
         offsets, total = [], 0
         for nbytes in plan.block_bytes:
             offsets.append(total)
@@ -227,6 +245,7 @@ class ArenaCall:
                 addresses += self._in_arena * address_of(arena)
             addresses[:len(ins)] = [address_of(a) for a in ins]
             fresh: dict[int, np.ndarray] = {}
+            failures = FAILED[0]
             for runner, table, slots, values, new in self._steps:
                 for v, shape, dtype in new:
                     out, addresses[v] = new_output(shape, dtype)
@@ -234,6 +253,8 @@ class ArenaCall:
                     fresh[v] = out
                 np.take(addresses, values, out=slots)
                 runner(table)
+            if FAILED[0] != failures:
+                raise self._failure()
         finally:
             if arena is not None:
                 POOL.give(arena)
@@ -254,3 +275,36 @@ def _read_only(arr: np.ndarray) -> np.ndarray:
 
 def _freeze(arr: Any) -> None:
     arr.setflags(False)   # write=False, positional (module docstring)
+
+
+def out_of_memory(source: Any) -> MemoryError:
+    """The error of a native call during which a routine could not allocate its scratch
+    (gemm/scratch.py), naming the operation: the equations of `source` (the jaxpr the
+    program was compiled from, or None) that compute the failed routine's primitive."""
+    site, nbytes = FAILURES[SITE], FAILURES[BYTES]
+    primitive = next((name for name, code in SITES.items() if code == site), "")
+    found = sorted(set(_operands(source, primitive))) if source is not None else []
+    where = "the native " + {"dot_general": "matrix product", "": "code"}.get(primitive,
+                                                                            primitive)
+    if len(found) == 1:
+        where += f" of {found[0]}"
+    elif found:
+        where += f" (one of those of {'; '.join(found[:4])}{'; ...' if len(found) > 4 else ''})"
+    return MemoryError(
+        f"fgrad: out of memory in {where}: {nbytes} bytes of scratch could not be allocated, "
+        f"so the call returned nothing. Free memory, raise the process's memory limit "
+        f"(ulimit -v), or call it on smaller arrays")
+
+
+def _operands(jaxpr: Any, primitive: str) -> list[str]:
+    """The operand types ("f32[8,8], f32[8,8]") of each equation of `primitive` in `jaxpr`
+    and its sub-jaxprs."""
+    found = []
+    for eqn in getattr(jaxpr, "eqns", ()):
+        if eqn.primitive.name == primitive:
+            found.append(", ".join(str(getattr(v, "aval", v)) for v in eqn.inputs))
+        for value in eqn.params.values():
+            for sub in value if isinstance(value, (tuple, list)) else (value,):
+                if hasattr(sub, "eqns"):
+                    found += _operands(sub, primitive)
+    return found

@@ -24,6 +24,8 @@ from fgrad import flags
 from fgrad.lower.llvm import disk_cache, kernel_cache
 from fgrad.lower.llvm import target as llvm_target
 from fgrad.lower.llvm.kernels import vector_calls
+# registers the failure record's symbol (fgrad_failures) before any code naming it links
+from fgrad.lower.llvm.gemm import scratch as _failure_record  # noqa: F401
 
 
 # The entry module only calls kernels, gemm drivers and LAPACK calls compiled elsewhere

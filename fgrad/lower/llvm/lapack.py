@@ -19,7 +19,8 @@ row-major matrix read column-major is its transpose:
   non-finite input (LAPACK may not return on it) and no convergence give NaN outputs.
 Workspace sizes are fixed at compile time (shapes are static: the optimal sizes SciPy's
 workspace queries report, ORGQR_BLOCK for ?orgqr); scratch is malloc'ed once per call and
-freed at its end.
+freed at its end (where malloc fails, the function frees what it took and returns before
+any routine runs; the call raises MemoryError).
 
 The builder, `LapackBuilder`: one library function with its loops, scratch memory, by-pointer
 LAPACK arguments and element moves.
@@ -49,6 +50,7 @@ from fgrad.core.dtypes import DType, dtypes
 from fgrad.core.ir import Eqn
 from fgrad.lower.llvm.blas import register_routine, register_symbols, single_threaded_blas
 from fgrad.lower.llvm.gemm.native import uses_native_gemm
+from fgrad.lower.llvm.gemm.scratch import bail_if_null
 from fgrad.lower.schedule.partition import SEQUENCE_OPS
 
 I8 = ir.IntType(8)
@@ -171,10 +173,15 @@ class LapackBuilder:
         return self._slots[key]
 
     def scratch(self, ty: ir.Type, count: int) -> ir.Value:
-        """`count` elements of `ty` from malloc (freed by `finish`); call before any loop."""
+        """`count` elements of `ty` from malloc (freed by `finish`); call before any loop.
+        Where malloc returns NULL, the function frees the scratch it took so far, records
+        the failure (gemm/scratch.py: the call raises MemoryError) and returns."""
         width = 4 if ty in (I32, ir.FloatType()) else 8
         malloc = self._libc("malloc", I8.as_pointer(), [I64])
-        raw = self.b.call(malloc, [_i64(max(1, count) * width)])
+        nbytes = _i64(max(1, count) * width)
+        raw = self.b.call(malloc, [nbytes])
+        free = self._libc("free", ir.VoidType(), [I8.as_pointer()])
+        bail_if_null(self.b, [raw], free, self.eqn.primitive.name, nbytes, self._scratch)
         self._scratch.append(raw)
         return self.b.bitcast(raw, ty.as_pointer())
 

@@ -14,6 +14,8 @@ building each call's buffer table on its stack:
   the last iteration lands in the output; x rows and y rows are pointers into xs and ys.
 - while: cond writes a bool; the body alternates between two scratch carries; the final
   carry is copied into the output once.
+After each call the driver returns at once if a routine of it ran out of memory (seg0
+returns its failed allocations: gemm/scratch.py), and the loop's call raises MemoryError.
 Buffers (sub-program intermediates, scratch carries, the predicate) come from the pool.
 """
 from __future__ import annotations
@@ -21,6 +23,7 @@ from __future__ import annotations
 import ctypes
 import weakref
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
@@ -29,6 +32,7 @@ from llvmlite import ir
 from fgrad.core.ir import Atom, Eqn, Jaxpr, Var
 from fgrad.core.prims.elementwise import convert_p
 from fgrad.lower.llvm.buffer_pool import POOL
+from fgrad.lower.llvm.dispatch import FAILED, out_of_memory
 from fgrad.lower.kernel.call_plan import BLOCK, NativeStep
 
 if TYPE_CHECKING:
@@ -37,6 +41,7 @@ if TYPE_CHECKING:
 I8P = ir.IntType(8).as_pointer()
 I64 = ir.IntType(64)
 TABLE = ir.FunctionType(ir.VoidType(), [I8P.as_pointer()])
+SEGMENT = ir.FunctionType(I64, [I8P.as_pointer()])   # a sub-program's seg0
 
 
 @dataclass
@@ -129,9 +134,14 @@ class _Driver:
         self.b.store(value, self.b.gep(tab, [ir.Constant(I64, s)], inbounds=True))
 
     def call(self, fn_slot: int, tab: ir.Value) -> None:
-        """Call the segment entry whose address is T[fn_slot] on `tab`."""
-        target = self.b.bitcast(self.slot(fn_slot), TABLE.as_pointer())
-        self.b.call(target, [tab])
+        """Call the segment entry whose address is T[fn_slot] on `tab`; return at once
+        when a routine of it ran out of memory (gemm/scratch.py: the loop stops, rather
+        than go on, or never end, on what the routine did not write)."""
+        target = self.b.bitcast(self.slot(fn_slot), SEGMENT.as_pointer())
+        failed = self.b.call(target, [tab])   # threads.render_entry: failed allocations
+        with self.b.if_then(self.b.icmp_unsigned("!=", failed, ir.Constant(I64, 0)),
+                            likely=False):
+            self.b.ret_void()
 
     def offset(self, base: ir.Value, row: ir.Value, row_bytes: int) -> ir.Value:
         """base + row * row_bytes."""
@@ -182,7 +192,10 @@ class NativeLoop:
         try:
             pointers = self.fill(args, outs, blocks)
             table = (ctypes.c_void_p * max(self.n_slots, 1))(*pointers)
+            failures = FAILED[0]
             self.run(table)
+            if FAILED[0] != failures:
+                raise out_of_memory(SimpleNamespace(eqns=[self.eqn]))  # its sub-jaxprs
         finally:
             for block in blocks:
                 POOL.give(block)

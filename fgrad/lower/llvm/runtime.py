@@ -39,7 +39,8 @@ from fgrad.lower.llvm.engines import (_ENGINES, _build_lock, _engines_lock, _Ent
                                       _toolchain_and_host, cache_key, clear_memory_cache,
                                       compile_stats, target_machine)
 from fgrad.lower.kernel import program as program_lib
-from fgrad.lower.llvm.dispatch import ArenaCall, LeanCall, address_of, as_c, new_output
+from fgrad.lower.llvm.dispatch import (FAILED, ArenaCall, LeanCall, address_of, as_c,
+                                       new_output, out_of_memory)
 from fgrad.lower.llvm.gemm.driver import routine_parts, routine_text, routine_texts
 from fgrad.lower.llvm.gemm.epilogue import in_registers, register_note
 from fgrad.lower.llvm.gemm.native import (epilogue_fits, routine_dtypes, tile_shape,
@@ -161,11 +162,11 @@ class LLVMExecutable:
             runner = self.engine.get_function_address(entry) \
                 if isinstance(self.runners[0], _ENTRY) else self.runners[0]
             self._lean = LeanCall(runner, self._direct, self._call_general, address_of,
-                                  new_output)
+                                  new_output, _failure_of(self))
         self._arena = None
         if self._lean is None and ArenaCall.applies(plan):
             self._arena = ArenaCall(plan, self.runners, self._in_dtypes, self._constants,
-                                    functools.partial(self._run, given={}))
+                                    functools.partial(self._run, given={}), _failure_of(self))
         # for jit's fast path, which has already checked that no profiler is on: the tuple
         # of arrays in, read-only arrays out (None when this program has neither call)
         self.fast_call = self._lean or self._arena
@@ -252,7 +253,10 @@ class LLVMExecutable:
             out, address = new_output(shape, dt)
             outs.append(out)
             pointers.append(address)
+        failures = FAILED[0]
         self.runners[0](table_type(*[pointers[i] for i in order]))
+        if FAILED[0] != failures:
+            raise out_of_memory(self.source)
         for out in outs:
             out.setflags(write=False)
         return outs
@@ -297,7 +301,10 @@ class LLVMExecutable:
                     table = (ctypes.c_void_p * len(step.table))(
                         *[addresses[t] if t in addresses else address_of(env[t])
                           for t in step.table])
+                    failures = FAILED[0]
                     self.runners[native](table)
+                    if FAILED[0] != failures:   # before a host step reads its outputs
+                        raise out_of_memory(self.source)
                     native += 1
                 if prof:
                     prof.step(self.program, self.program.actions[k], time.perf_counter() - start)
@@ -307,6 +314,17 @@ class LLVMExecutable:
             env.clear()  # drop every view of the blocks before they go back
             for block in blocks:
                 POOL.give(block)
+
+
+def _failure_of(exe: LLVMExecutable) -> Any:
+    """`failure()` for the fast call paths: `out_of_memory` naming `exe`'s equations
+    (through a weak reference: the executable holds its paths)."""
+    ref = weakref.ref(exe)
+
+    def failure() -> MemoryError:
+        live = ref()
+        return out_of_memory(live.source if live is not None else None)
+    return failure
 
 
 def _log_compile(program: Program, kernels: collections.Counter[str], seconds: float) -> None:

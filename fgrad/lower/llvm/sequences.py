@@ -21,7 +21,8 @@ for the whole row is skipped, and the pool shares the rows of a large sort
 NumPy's unstable sort without indices 8.6); one row of 2^20: 110 -> 18 ms. Shorter rows:
 insertion sort on runs of `RUN` positions, then bottom-up merges of runs. Both ping-pong
 between the row of `indices` and a scratch row of int32: the row of `values` where its
-elements have 4 bytes or more, else one row allocated per call. (The 8- and 16-bit
+elements have 4 bytes or more, else one row allocated per call (where malloc fails, the
+function records it and returns before any row: the call raises MemoryError). (The 8- and 16-bit
 dtypes were a bitonic network of kernels: 2048 x 2048 float16 1.7-2.2 s to compile and
 110-130 ms a call, now 5-13 ms.) A merge takes from the right run
 only when its key is strictly before the left one's, which keeps equal keys in their
@@ -40,6 +41,7 @@ from llvmlite import ir
 from fgrad.core.dtypes import dtypes
 from fgrad.core.ir import Eqn
 from fgrad.lower.llvm.gemm.native import _libc
+from fgrad.lower.llvm.gemm.scratch import bail_if_null
 from fgrad.lower.schedule.partition import NATIVE_SORT_DTYPES
 
 I8, I16, I32, I64 = ir.IntType(8), ir.IntType(16), ir.IntType(32), ir.IntType(64)
@@ -142,6 +144,7 @@ class SortBuilder(LoopBuilder):
         shape = eqn.inputs[0].aval.shape
         self.n, self.rows = shape[-1], math.prod(shape[:-1])
         self.itemsize = eqn.inputs[0].aval.dtype.itemsize
+        self.eqn_name = eqn.primitive.name   # "sort" or "top_k": a failure's site
 
     def key(self, row: ir.Value, position: ir.Value) -> ir.Value:
         """x[row, position] (position an i32 from a permutation)."""
@@ -331,6 +334,8 @@ class SortBuilder(LoopBuilder):
         # a values row narrower than int32 slots cannot be the scratch: one row's worth
         # is allocated per call instead
         narrow = self.malloc(_c(4 * max(self.n, 1))) if self.itemsize < 4 else None
+        if narrow is not None:   # out of memory: return before any row (gemm/scratch.py)
+            self.bail_if_null([narrow], _c(4 * max(self.n, 1)))
 
         def row_sort(r: ir.Value) -> None:
             row = b.mul(r, n)
@@ -352,7 +357,15 @@ class SortBuilder(LoopBuilder):
 
     def free(self, pointer: ir.Value) -> None:
         """libc free(pointer)."""
-        self.b.call(_libc(self.b.module, "free", ir.VoidType(), [I8.as_pointer()]), [pointer])
+        self.b.call(self._free(), [pointer])
+
+    def _free(self) -> ir.Function:
+        return _libc(self.b.module, "free", ir.VoidType(), [I8.as_pointer()])
+
+    def bail_if_null(self, pointers: list[ir.Value], nbytes: ir.Value) -> None:
+        """Where a `malloc` returned NULL: free the others, record the failure and return
+        (gemm/scratch.py's `bail_if_null`; the call then raises MemoryError)."""
+        bail_if_null(self.b, pointers, self._free(), self.eqn_name, nbytes)
 
     def sort_row(self, row: ir.Value, perm: ir.Value, scratch: ir.Value) -> None:
         """perm[0:n] = the stable order of the row at offset `row` of x: radix passes for

@@ -36,8 +36,12 @@ from fgrad.lower.kernel.index import Ix, Sym, ix_range
 from fgrad.lower.kernel.ir import AccUpdate, Expr, Kernel, Load, Loop, Op, Stmt, Store
 from fgrad.lower.kernel.program import Program, Segment
 from fgrad.lower.llvm.pool import NativePool, native_pool_supported, pin_worker
+from fgrad.lower.llvm.gemm.scratch import VIEW as FAILED, failure_count
 
-MIN_PARALLEL_WORK = 1 << 18  # innermost iterations below which a kernel does not split
+# innermost iterations below which a kernel does not split: at 2^17 an MLP's bias gradient
+# (relu mask and column sum of 256 x 512) moves ~1.5 MB, 80 us on one core here; split, W5
+# ran 3-3.5% faster (2^18 before; docs/performance.md, thirty-third session)
+MIN_PARALLEL_WORK = 1 << 17
 I64 = ir.IntType(64)
 MAX_CHUNKS = 64  # a split loop is cut into at most this many chunks...
 MIN_CHUNK_WORK = 1 << 13  # ... of at least this many innermost iterations each
@@ -362,14 +366,17 @@ def _extents(calls: Sequence[Call], kernels: dict[str, Kernel],
 def render_entry(module: ir.Module, name: str, calls: Sequence[Call],
                  functions: dict[str, ir.Function], kernels: dict[str, Kernel],
                  library: dict[str, tuple[int, int, int]] | None = None) -> ir.Function:
-    """`void name(i8** buffers)`: call each kernel on its slots of `buffers`, in order."""
+    """`i64 name(i8** buffers)`: call each kernel on its slots of `buffers`, in order; the
+    number of failed scratch allocations meanwhile (gemm/scratch.py: 0 unless a routine
+    ran out of memory), so that the lean call path checks a return value (`ENTRY_ABI`)."""
     i8p = ir.IntType(8).as_pointer()
-    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [i8p.as_pointer()]), name=name)
+    fn = ir.Function(module, ir.FunctionType(I64, [i8p.as_pointer()]), name=name)
     b = ir.IRBuilder(fn.append_basic_block("entry"))
+    before = failure_count(b)
     emit = emit_calls(calls, functions, kernels, library)
     for n in range(len(calls)):
         emit(b, n, None)
-    b.ret_void()
+    b.ret(b.sub(failure_count(b), before))
     return fn
 
 
@@ -407,6 +414,8 @@ def entry_names(segment: int, parts: Sequence[Part]) -> list[str]:
 
 
 
+# what a serial segment's entry returns (`render_entry`); a program key holds it (tunables)
+ENTRY_ABI = "i64 failed allocations"
 PART_ENTRY = ctypes.CFUNCTYPE(None, ctypes.POINTER(ctypes.c_void_p), ctypes.c_int64,
                               ctypes.POINTER(ctypes.c_int64))
 
@@ -499,10 +508,11 @@ class ThreadPool:
 POOL: NativePool | ThreadPool = NativePool() if native_pool_supported() else ThreadPool()
 
 
-def run_parts(parts: Sequence[tuple[PartEntry, int, int, bool]], table: Any) -> None:
+def run_parts(parts: Sequence[tuple[PartEntry, int, int, bool]], table: Any) -> int:
     """Run a segment's parts in order, each (entry, its address, calls, parallel):
     parallel ones on `flags.num_threads()` threads (fresh counters each run), serial ones
-    here."""
+    here; the number of failed scratch allocations meanwhile (as `render_entry`'s)."""
+    failures = FAILED[0]
     nthreads = flags.num_threads()
     for entry, address, calls, parallel in parts:
         if not parallel:
@@ -511,3 +521,4 @@ def run_parts(parts: Sequence[tuple[PartEntry, int, int, bool]], table: Any) -> 
             POOL.run(entry, address, table, new_state(calls), nthreads)
         else:
             entry(table, 0, new_state(calls))
+    return FAILED[0] - failures

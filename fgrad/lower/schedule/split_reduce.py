@@ -24,7 +24,7 @@ from fgrad.core.ir import Eqn, Jaxpr, ShapedArray, Var
 from fgrad.core.prims.movement import reshape_p, transpose_p
 
 REDUCTIONS = ("reduce_sum", "reduce_max", "reduce_min")
-MIN_ELEMENTS = 1 << 20  # operands smaller than this stay one reduction
+MIN_ELEMENTS = 1 << 17  # operands smaller than this stay one reduction (threads.py's split size)
 PARTS = (64, 32, 16, 8, 4)  # the first that divides the reduced extent is chosen
 
 

@@ -108,6 +108,23 @@ def test_small_kernels_do_not_split() -> None:
     assert split_extent(k) == 0
 
 
+def test_a_bias_gradient_of_a_training_step_splits() -> None:
+    """The relu mask and column sum of a 256 x 512 activation gradient (an MLP's bias
+    gradient, W5) run on both threads: 2^17 elements split (threads.MIN_PARALLEL_WORK),
+    the column sum in partial sums (schedule/split_reduce.py)."""
+    gn, hn, bn = floats(256, 512), floats(256, 512), floats(512)
+    g, h, b = Tensor(gn), Tensor(hn), Tensor(bn)
+
+    def bias_grad(g: Tensor, h: Tensor, b: Tensor) -> Tensor:
+        return ((h + b) > 0).where(g, 0).sum(0)
+
+    text = fgrad.jit(bias_grad, backend="llvm").lower(g, h, b).as_text()
+    assert "split k0 over 8" in text
+    got = fgrad.jit(bias_grad, backend="llvm")(g, h, b).numpy()
+    np.testing.assert_allclose(got, np.where(hn + bn > 0, gn, 0).sum(0), rtol=1e-5,
+                               atol=1e-5)
+
+
 def test_gemm_runs_in_a_serial_part_between_parallel_ones(small_work: None) -> None:
     x, w = floats(64, 32), floats(32, 48)
     program = plan(jaxpr_of(lambda x, w: ((x * 2) @ w).tanh(), x, w))

@@ -5,4 +5,5 @@
 - `driver.py`: the block loops around them (one shared driver per dtype) and the small
   wrapper each call site compiles.
 - `prepack.py`: a split product whose B all threads pack once before the row chunks.
+- `scratch.py`: how a routine whose allocation fails tells Python (MemoryError).
 """

@@ -41,6 +41,7 @@ from fgrad.lower.llvm.gemm.pack import render_pack
 from fgrad.lower.llvm.gemm.pairs import pair_sizes, render_pair_interleave, render_pair_rows
 from fgrad.lower.llvm.gemm.prepack import PrepackPlan, emit_units, prepack_plan, render_prepack
 from fgrad.lower.llvm.gemm.prerendered import shipped_text
+from fgrad.lower.llvm.gemm.scratch import bail_if_null
 from fgrad.lower.schedule.fuse_patches import PatchRead
 from fgrad.lower.schedule.gemm_layout import PAIRS_PARAM, GemmDims, gemm_dims
 
@@ -117,12 +118,15 @@ class _Driver:
         d, size = self.d, _c(self.size)
         self.packed_b = packed_b
         self.prepacked = b.icmp_unsigned("!=", packed_b, ir.Constant(self.fp, None))
-        a_raw = aligned_alloc(b, b.mul(b.mul(d["mc"], d["kc"]), size))
-        b_bytes = b.mul(b.mul(d["kc"], d["nc"]), size)
-        b_raw = aligned_alloc(b, b.select(self.prepacked, _c(64), b_bytes))
-        apack, bpack = b.bitcast(a_raw, self.fp), b.bitcast(b_raw, self.fp)
         self.local = b.alloca(I64, size=2, name="local")   # claimed_blocks' plain split
         b.store(_c(2 ** 62), b.gep(self.local, [_c(1)]))
+        a_bytes = b.mul(b.mul(d["mc"], d["kc"]), size)
+        a_raw = aligned_alloc(b, a_bytes)
+        b_bytes = b.select(self.prepacked, _c(64), b.mul(b.mul(d["kc"], d["nc"]), size))
+        b_raw = aligned_alloc(b, b_bytes)
+        # out of memory: no row is computed; the call raises MemoryError (gemm/scratch.py)
+        bail_if_null(b, [a_raw, b_raw], free, "dot_general", b.add(a_bytes, b_bytes))
+        apack, bpack = b.bitcast(a_raw, self.fp), b.bitcast(b_raw, self.fp)
         m = d["m"]
         first_entry = b.sdiv(start, m)
         last_entry = b.add(b.sdiv(b.sub(stop, _c(1)), m), _c(1))

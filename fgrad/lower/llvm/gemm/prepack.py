@@ -20,7 +20,9 @@ driver reads it: per NC-wide column block jc, per KC-deep slice pc, the panel of
 slice (NR-wide slivers, kc deep) at element jc*k + pc*round_up(nc_jc, NR). The thread that
 claims unit 0 allocates it and publishes its address in the call's state line (slot 2,
 release); the others wait for it there. Slot 3 counts finished row chunks; the thread that
-finishes the last one frees the block.
+finishes the last one frees the block. Where the block cannot be allocated, unit 0 records
+the failure (gemm/scratch.py) and publishes NO_BLOCK: every chunk still runs and counts
+itself done, skipping its packing or its rows, so no thread waits for ever.
 """
 from __future__ import annotations
 
@@ -33,6 +35,7 @@ from fgrad.core.ir import Eqn
 from fgrad.lower.llvm.gemm import claimed
 from fgrad.lower.llvm.gemm.claimed import ClaimedPlan, claimed_plan, split_rows
 from fgrad.lower.llvm.gemm.pairs import pair_sizes
+from fgrad.lower.llvm.gemm.scratch import is_null, record_failure
 from fgrad.lower.llvm.gemm.native import (I64, KC, NC, _c, _libc, _loop, _smin,
                                           aligned_alloc, routine_prefix, tile_shape,
                                           uses_native_gemm)
@@ -45,6 +48,7 @@ MAX_PACKED_BYTES = 1 << 28     # a larger B keeps the driver's own per-chunk pac
 # host (per-thread packing claims its row blocks: gemm/claimed.py, unless that is switched off)
 ENABLED: bool | None = None
 SCRATCH_SLOT, FINISHED_SLOT, DONE_SLOT = 2, 3, 8   # i64 slots of the call's state line
+NO_BLOCK = 1   # the scratch slot's value when the packed B could not be allocated
 
 
 @dataclass(frozen=True)
@@ -171,25 +175,37 @@ def emit_units(b: ir.IRBuilder, plan: PrepackPlan, ft: ir.Type, size: int,
     def packed_b() -> ir.Value:
         return b.inttoptr(b.load_atomic(scratch_at, "acquire", 8), fp)
 
+    def packed(block: ir.Value) -> ir.Value:
+        return b.icmp_unsigned("!=", b.ptrtoint(block, I64), _c(NO_BLOCK))
+
     def unit(u: ir.Value) -> None:
         with b.if_else(b.icmp_signed("<", u, _c(plan.units))) as (packing, rows):
             with packing:
                 with b.if_else(b.icmp_signed("==", u, _c(0))) as (first, other):
                     with first:
-                        block = aligned_alloc(b, _c(plan.packed_elems * size))
-                        b.store_atomic(b.ptrtoint(block, I64), scratch_at, "release", 8)
+                        nbytes = _c(plan.packed_elems * size)
+                        block = aligned_alloc(b, nbytes)
+                        # out of memory: NO_BLOCK, so that every chunk skips its work
+                        with b.if_then(is_null(b, block), likely=False):
+                            record_failure(b, "dot_general", nbytes)
+                        address = b.select(is_null(b, block), _c(NO_BLOCK),
+                                           b.ptrtoint(block, I64))
+                        b.store_atomic(address, scratch_at, "release", 8)
                     with other:
                         b.call(wait, [scratch_at, _c(1)])
-                b.call(prepack, [dims, packed_b(), rhs, u])
+                with b.if_then(packed(packed_b())):
+                    b.call(prepack, [dims, packed_b(), rhs, u])
             with rows:
                 b.call(wait, [b.gep(line, [_c(DONE_SLOT)], inbounds=True), _c(plan.units)])
                 block = packed_b()
                 lo = b.mul(b.sub(u, _c(plan.units)), _c(plan.rows_per))
                 hi = _smin(b, b.add(lo, _c(plan.rows_per)), _c(plan.m))
-                b.call(driver, [dims, out, lhs, rhs, lo, hi, thunk, ctx, block])
+                with b.if_then(packed(block)):
+                    b.call(driver, [dims, out, lhs, rhs, lo, hi, thunk, ctx, block])
                 finished = b.gep(line, [_c(FINISHED_SLOT)], inbounds=True)
                 before = b.atomic_rmw("add", finished, _c(1), "acq_rel")
-                with b.if_then(b.icmp_signed("==", before, _c(plan.row_chunks - 1))):
+                last = b.icmp_signed("==", before, _c(plan.row_chunks - 1))
+                with b.if_then(b.and_(last, packed(block))):
                     b.call(free, [b.bitcast(block, ir.IntType(8).as_pointer())])
     _loop(b, start, stop, 1, unit, "unit")
 

@@ -22,7 +22,8 @@ keys. Elements past the last whole block go one at a time. A row with SORT_INSER
 times its expected insertions (k (1 + ln(n / k)) on random rows; a row sorted against the
 direction has n) stops and sorts instead. Rows that do not select (k above MAX_SELECT_K,
 or too large for n by the cost model in `selects`) and stopped rows sort as
-llvm/sequences.py sorts, into two rows of int32 malloc'd per call, and keep their first k
+llvm/sequences.py sorts, into two rows of int32 malloc'd per call (where malloc fails,
+the function returns before any row and the call raises MemoryError), and keep their first k
 positions. Finally the values are gathered through the indices.
 
 512 x 32768 float32 on 2 cores: k=8 ~3 ms, k=200 ~20 ms (the sort and a slice 85 ms,
@@ -83,6 +84,7 @@ class TopKBuilder(SortBuilder):
         """Select, or sort, each row of the chunk and gather its values."""
         b, selecting = self.b, selects(self.n, self.k)
         memory = self.malloc(_c(8 * self.n))
+        self.bail_if_null([memory], _c(8 * self.n))   # out of memory: before any row
         perm = b.bitcast(memory, I32.as_pointer())
         scratch = b.gep(perm, [_c(self.n)], inbounds=True)
         keys = None
