@@ -240,17 +240,7 @@ def quantile(a: ArrayLike, q: ArrayLike, axis: Axis = None, out: Any = None,
     pos = qt * (n - 1)
     lo = pos.floor().clip(0, n - 1)
     hi = pos.ceil().clip(0, n - 1)
-    frac = pos - lo
-    if method == "lower":
-        hi, frac = lo, frac * 0
-    elif method == "higher":
-        lo, frac = hi, frac * 0
-    elif method == "nearest":
-        lo = hi = pos.round().clip(0, n - 1)
-    elif method == "midpoint":
-        frac = (hi > lo).where(0.5, 0.0)
-    elif method != "linear":
-        raise ValueError(f"fgrad.numpy.quantile: unknown method {method!r}")
+    lo, hi, frac = _interpolation(method, pos, lo, hi, pos.round().clip(0, n - 1), "quantile")
     res = _pick(s, lo, qt.ndim) * (1 - _bcast(frac, s)) + _pick(s, hi, qt.ndim) * _bcast(frac,
                                                                                          s)
     if keepdims:
@@ -258,6 +248,25 @@ def quantile(a: ArrayLike, q: ArrayLike, axis: Axis = None, out: Any = None,
                 for i, d in enumerate(x.shape)]
         res = res.reshape(qt.shape + tuple(kept))
     return res
+
+
+def _interpolation(method: str, pos: Tensor, lo: Tensor, hi: Tensor, nearest: Tensor,
+                   who: str) -> tuple[Tensor, Tensor, Tensor]:
+    """(lo, hi, frac) of a quantile at fractional position `pos` between the order
+    statistics lo and hi: the result is s[lo] * (1 - frac) + s[hi] * frac."""
+    frac = pos - lo
+    if method == "lower":
+        return lo, lo, frac * 0
+    if method == "higher":
+        return hi, hi, frac * 0
+    if method == "nearest":
+        return nearest, nearest, frac
+    if method == "midpoint":
+        return lo, hi, (hi > lo).where(0.5, 0.0)
+    if method != "linear":
+        raise ValueError(f"fgrad.numpy.{who}: unknown method {method!r}; use 'linear', "
+                         f"'lower', 'higher', 'nearest' or 'midpoint'")
+    return lo, hi, frac
 
 
 def _bcast(v: Tensor, s: Tensor) -> Tensor:
@@ -393,18 +402,7 @@ def nanquantile(a: ArrayLike, q: ArrayLike, axis: Axis = None, out: Any = None,
     pos = qt.reshape(qt.shape + (1,) * count.ndim) * top
     lo, hi = pos.floor().clip(0, None), pos.ceil()
     hi = (hi > top).where(top, hi)
-    frac = pos - lo
-    if method == "lower":
-        hi, frac = lo, frac * 0
-    elif method == "higher":
-        lo, frac = hi, frac * 0
-    elif method == "nearest":
-        lo = hi = pos.round()
-    elif method == "midpoint":
-        frac = (hi > lo).where(0.5, 0.0)
-    elif method != "linear":
-        raise ValueError(f"fgrad.numpy.nanquantile: unknown method {method!r}; use 'linear', "
-                         f"'lower', 'higher', 'nearest' or 'midpoint'")
+    lo, hi, frac = _interpolation(method, pos, lo, hi, pos.round(), "nanquantile")
     res = _gather_rows(s, lo) * (1 - frac) + _gather_rows(s, hi) * frac
     res = (count == 0).where(math.nan, res)
     if keepdims:
