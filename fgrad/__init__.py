@@ -59,7 +59,7 @@ from fgrad.transforms.extras.states import (check_tracer_leaks, checking_leaks, 
                                             transfer_guard_host_to_device)
 from fgrad.transforms.extras.toplevel import (custom_gradient, device_count,  # noqa: E402
                                               host_count, host_id, host_ids,
-                                              local_device_count, named_call,
+                                              local_device_count, named_call, pmap,
                                               print_environment_info, process_indices, typeof)
 
 _toplevel.PROCESS_QUERIES.update(index=process_index, count=process_count)
@@ -101,6 +101,6 @@ __all__ = [
 __all__ += [
     "check_tracer_leaks", "checking_leaks", "custom_gradient", "default_device", "device_count",
     "enable_x64", "host_count", "host_id", "host_ids", "local_device_count", "log_compiles",
-    "named_call", "print_environment_info", "process_indices", "transfer_guard",
+    "named_call", "pmap", "print_environment_info", "process_indices", "transfer_guard",
     "transfer_guard_device_to_device", "transfer_guard_device_to_host",
     "transfer_guard_host_to_device", "typeof"]

@@ -236,3 +236,26 @@ def test_random_key_impl_and_key_dtype():
         fgrad.random.key_impl(fnp.ones(2))
     with pytest.raises(ValueError, match="only has the 'threefry2x32'"):
         fgrad.random.key_dtype("rbg")
+
+
+def test_pmap_maps_the_leading_axis_with_named_collectives() -> None:
+    """A data-parallel step written for jax.pmap: per-shard gradients, averaged with
+    lax.pmean over the named axis (against NumPy's closed form)."""
+    from fgrad import lax
+    rng = np.random.default_rng(3)
+    xs = rng.standard_normal((2, 8, 3)).astype(np.float32)
+    ys = rng.standard_normal((2, 8)).astype(np.float32)
+    w = rng.standard_normal(3).astype(np.float32)
+
+    def step(w, x, y, lr):
+        g = fgrad.grad(lambda w: ((x @ w - y) ** 2).mean())(w)
+        return w - lr * lax.pmean(g, "devices")
+
+    p = fgrad.pmap(step, axis_name="devices", in_axes=(None, 0, 0, None),
+                   static_broadcasted_argnums=3)
+    got = p(fgrad.Tensor(w), fgrad.Tensor(xs), fgrad.Tensor(ys), 0.1).numpy()
+    grads = [2 * x.T @ (x @ w - y) / len(y) for x, y in zip(xs, ys)]
+    want = w - 0.1 * np.mean(grads, axis=0)
+    np.testing.assert_allclose(got, np.stack([want, want]), rtol=1e-5, atol=1e-6)
+    summed = fgrad.pmap(lambda v: lax.psum(v, "i"), "i", backend="cpu")(fgrad.Tensor(xs))
+    np.testing.assert_allclose(summed.numpy(), np.stack([xs.sum(0)] * 2), rtol=1e-6)

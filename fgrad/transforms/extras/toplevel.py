@@ -26,8 +26,8 @@ from fgrad.transforms.custom import custom_vjp
 from fgrad.transforms.extras.devices import local_devices
 
 __all__ = ["custom_gradient", "device_count", "host_count", "host_id", "host_ids",
-           "local_device_count", "named_call", "print_environment_info", "process_indices",
-           "typeof"]
+           "local_device_count", "named_call", "pmap", "print_environment_info",
+           "process_indices", "typeof"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -237,3 +237,43 @@ def _positional(fun: Callable[..., Any], args: tuple, kwargs: dict) -> tuple:
         raise TypeError(f"custom_gradient({fn_name(fun)}): keyword-only arguments "
                         f"{sorted(bound.kwargs)} are not supported; make them positional")
     return tuple(bound.args)
+
+
+# ---------------------------------------------------------------------------- pmap
+
+_PLATFORM_BACKENDS = {"cpu": "llvm", "gpu": "opencl", "cuda": "opencl", "rocm": "opencl"}
+
+
+def pmap(fun: Callable[..., Any], axis_name: Any = None, *, in_axes: Any = 0,
+         out_axes: Any = 0, static_broadcasted_argnums: int | tuple[int, ...] = (),
+         devices: Any = None, backend: str | None = None, axis_size: int | None = None,
+         donate_argnums: int | tuple[int, ...] = ()) -> Callable[..., Any]:
+    """`jax.pmap` on fgrad's single device: `fun` mapped over the axis `in_axes` by `vmap`
+    named `axis_name` (so `lax.psum` / `pmean` / `all_gather` over it work), inside one
+    `jit`; `static_broadcasted_argnums` are jit-static and unmapped. The mapped axis may
+    be of any size (JAX requires at most `local_device_count()`); `devices` is accepted and
+    ignored: there is no placement to choose. `backend` takes JAX's platform names ('cpu'
+    runs on the llvm backend, 'gpu' on opencl) or fgrad's."""
+    from fgrad.transforms.batching import vmap
+    from fgrad.transforms.jit import jit
+    static = (static_broadcasted_argnums,) if isinstance(static_broadcasted_argnums, int) \
+        else tuple(static_broadcasted_argnums)
+
+    def mapped(*args: Any) -> Any:
+        n = len(args)
+        fixed = {i % n for i in static if -n <= i < n}
+        moving = [i for i in range(n) if i not in fixed]
+        axes = tuple(in_axes[i] for i in moving) if isinstance(in_axes, (tuple, list)) \
+            else in_axes
+
+        def body(*values: Any) -> Any:
+            full = list(args)
+            for i, v in zip(moving, values):
+                full[i] = v
+            return fun(*full)
+        return vmap(body, in_axes=axes, out_axes=out_axes, axis_size=axis_size,
+                    axis_name=axis_name)(*[args[i] for i in moving])
+
+    functools.update_wrapper(mapped, fun)
+    chosen = _PLATFORM_BACKENDS.get(backend.lower(), backend) if backend else None
+    return jit(mapped, static_argnums=static, donate_argnums=donate_argnums, backend=chosen)
