@@ -177,3 +177,64 @@ def test_float64_normal_moments(x64: None) -> None:
     # E[Z | Z > 3] = pdf(3) / sf(3)
     want = math.exp(-4.5) / math.sqrt(2 * math.pi) / (0.5 * math.erfc(3 / math.sqrt(2)))
     assert abs(tn.mean() - want) < 0.02
+
+
+def _normal_uniforms(key: Tensor, n: int) -> np.ndarray:
+    """The uniforms on (-1, 1) that normal(key, (n,), float64) maps, rebuilt in NumPy from
+    Tensor.rand's [0, 1) draws of the same key: u = 2 * unit + lo, clipped to [lo, 1)."""
+    unit = _np(Tensor.rand(n, key=key, dtype=dtypes.float64))
+    lo = np.nextafter(-1.0, 0.0)
+    return np.minimum(np.maximum(unit * 2.0 + lo, lo), np.nextafter(1.0, 0.0))
+
+
+def test_tensor_randn_float64_is_float64_accurate() -> None:
+    # Tensor.randn / Tensor.normal go through fgrad.core.random: float64 to float64 accuracy
+    # (the single-precision erfinv erred by ~1e-7 relative), without enable_x64 too
+    n = 4000
+    for seed in (0, 7, 123):
+        key = random.key(seed)
+        u = _normal_uniforms(key, n)
+        ref = math.sqrt(2.0) * special.erfinv(u)
+        got = _np(Tensor.randn(n, key=key, dtype=dtypes.float64))
+        assert got.dtype == np.float64
+        err, central = _ulps(got, ref), np.abs(u) < 0.998
+        rel = np.abs(got - ref) / np.maximum(np.abs(ref), 1e-300)
+        # a few ulps, but up to 30 for |u| in [0.5, 0.66), where w = -log1p(-u^2) follows
+        # XLA's log1p off its fitted interval (as JAX's samples do): relative 4e-15 at most
+        stray = (np.abs(u) >= 0.5) & (np.abs(u) < 0.66)
+        assert err[central & ~stray].max() <= 10 and np.median(err) <= 1
+        assert rel[central].max() < 4e-15 and rel.max() < 2e-10
+        # the same quantiles as SciPy's ndtri of (1 + u) / 2 (computed in float64)
+        np.testing.assert_allclose(got[central], special.ndtri((1.0 + u[central]) / 2.0),
+                                   rtol=1e-13, atol=1e-15)
+        shifted = _np(Tensor.normal(n, mean=1.5, std=0.25, key=key, dtype=dtypes.float64))
+        np.testing.assert_array_equal(shifted, got * 0.25 + 1.5)
+
+
+def test_tensor_randn_float64_tails_and_core_agree(x64: None) -> None:
+    # extreme uniforms (|u| -> 1 - 2^-53) stay finite and near SciPy's quantiles; the core
+    # normal and fgrad.random.normal are one implementation, so they agree bit for bit
+    u = np.array([np.nextafter(-1.0, 0.0), -0.9999999, -0.5, 0.0, 1e-300, 0.75, 0.999999,
+                  np.nextafter(1.0, 0.0)])
+    got = _np(core_random._inverse_cdf(Tensor(u), dtypes.float64))
+    ref = math.sqrt(2.0) * special.erfinv(u)
+    assert np.isfinite(got).all()
+    np.testing.assert_allclose(got, ref, rtol=2e-10, atol=0)
+    key = random.key(31)
+    a = _np(Tensor.randn(3, 50, key=key, dtype=dtypes.float64))
+    b = _np(random.normal(key, (3, 50), dtypes.float64))
+    assert a.tobytes() == b.tobytes()
+    c = _np(core_random.truncated_normal(key, -0.5, 3.0, (50,), dtypes.float64))
+    d = _np(random.truncated_normal(key, -0.5, 3.0, (50,), dtypes.float64))
+    assert _ulps(c, d, 1.0).max() <= 64  # only the uniform's scale and shift round differently
+
+
+def test_float32_randn_is_still_single_precision_erfinv() -> None:
+    # float32 draws are untouched: Giles' single-precision erfinv applied in float32
+    key = random.key(3)
+    got = _np(Tensor.randn(500, key=key, dtype=dtypes.float32))
+    u = _np(core_random.uniform(key, (500,), dtypes.float32, np.nextafter(np.float32(-1), 0),
+                                1.0))
+    np.testing.assert_array_equal(got, _np(core_random._erfinv(Tensor(u)) * math.sqrt(2.0)))
+    rel = np.abs(got - math.sqrt(2.0) * special.erfinv(u.astype(np.float64)))
+    assert rel.max() > 1e-9  # float32 accurate, not float64: a float64 path would be ~1e-16

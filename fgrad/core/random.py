@@ -199,8 +199,80 @@ def uniform(key: Tensor, shape: Shape = (), dtype: Any = float,
     return out
 
 
+# ---------------------------------------------------------------------------- normal quantiles
+#
+# Normals are sqrt(2) erfinv(u) for u uniform on (-1, 1). float64 uses Giles' double-precision
+# erfinv (the three-piece polynomial XLA evaluates for float64), with w = -log1p(-x^2) from
+# `_log1p`: XLA's CPU float64 recipe x - x^2/2 + x^3 P(x)/Q(x) (Cephes' log1p rational) for
+# |x| < sqrt(2) - 1, else log(1 + x). erfinv is then float64-accurate (relative 4e-15) for
+# |x| < 0.998; nearer +-1 the rounding of x^2 in w (XLA's formulation) makes it up to 1e-10.
+# XLA's log1p strays up to ~130 ulps from the exact value on (-0.414, -0.293); following it is
+# what lets fgrad.random's float64 samplers match JAX's to the last bit or two. Other float
+# dtypes use Giles' single-precision erfinv (float16/bfloat16 in float32).
+
+# log1p rational: P and Q (Q monic), coefficients from the highest power down.
+_LOG1P_P = (4.52700008624452e-05, 0.49854102823193375, 6.578732594206104, 29.911919328553072,
+            60.94966798098779, 57.11296359058554, 20.039553499201283)
+_LOG1P_Q = (1.0, 15.062909083469192, 83.04756596796722, 221.76239823732857,
+            309.09872225312057, 216.42788614495947, 60.11866049760384)
+_LOG1P_SMALL = float.fromhex("0x1.a827999fcef32p-2")  # sqrt(2) - 1, rounded to float64
+
+# Giles, "Approximating the erfinv function" (GPU Computing Gems, 2011), double precision:
+# erfinv(x) = x p(t) with t = w - 3.125 (w < 6.25), sqrt(w) - 3.25 (w < 16) or sqrt(w) - 5,
+# p a polynomial per piece. Coefficients from the highest power down.
+_ERFINV64_CENTRAL = (
+    -3.64441206401782e-21, -1.6850591381820166e-19, 1.28584807152564e-18,
+    1.1157877678025181e-17, -1.3331716628546209e-16, 2.0972767875968562e-17,
+    6.6376381343583238e-15, -4.0545662729752069e-14, -8.1519341976054722e-14,
+    2.6335093153082323e-12, -1.2975133253453532e-11, -5.4154120542946279e-11,
+    1.0512122733215323e-09, -4.1126339803469837e-09, -2.9070369957882005e-08,
+    4.2347877827932404e-07, -1.3654692000834679e-06, -1.3882523362786469e-05,
+    0.00018673420803405714, -0.000740702534166267, -0.0060336708714301491,
+    0.24015818242558962, 1.6536545626831027)
+_ERFINV64_MIDDLE = (
+    2.2137376921775787e-09, 9.0756561938885391e-08, -2.7517406297064545e-07,
+    1.8239629214389228e-08, 1.5027403968909828e-06, -4.013867526981546e-06,
+    2.9234449089955446e-06, 1.2475304481671779e-05, -4.7318229009055734e-05,
+    6.8284851459573175e-05, 2.4031110387097894e-05, -0.00035503752036284748,
+    0.0009532893797373805, -0.0016882755560235047, 0.0024914420961078508,
+    -0.0037512085075692412, 0.0053709145535900636, 1.0052589676941592, 3.0838856104922208)
+_ERFINV64_TAIL = (
+    -2.7109920616438573e-11, -2.5556418169965252e-10, 1.5076572693500548e-09,
+    -3.789465440126737e-09, 7.61570120807834e-09, -1.496002662714924e-08,
+    2.9147953450901081e-08, -6.7711997758452339e-08, 2.2900482228026655e-07,
+    -9.9298272942317e-07, 4.5260625972231537e-06, -1.9681778105531671e-05,
+    7.5995277030017761e-05, -0.00021503011930044477, -0.00013871931833623122,
+    1.0103004648645344, 4.8499064014085844)
+
+
+def _horner(coeffs: tuple[float, ...], t: Tensor) -> Tensor:
+    """sum c_i t^(n-i), by Horner's rule (a multiply and an add per coefficient)."""
+    p = t * coeffs[0] + coeffs[1]
+    for c in coeffs[2:]:
+        p = p * t + c
+    return p
+
+
+def _log1p(x: Tensor) -> Tensor:
+    """log(1 + x); float64 by XLA's recipe (see above), other dtypes by fgrad's log1p."""
+    if x.dtype != dtypes.float64:
+        return P.log1p_p.bind(x)
+    x2 = x * x
+    ratio = _horner(_LOG1P_P, x) / _horner(_LOG1P_Q, x)
+    small = x + (x2 * -0.5 + (x * x2) * ratio)
+    return (x.abs() < _LOG1P_SMALL).where(small, (x + 1.0).log())
+
+
 def _erfinv(x: Tensor) -> Tensor:
-    """Inverse error function on (-1, 1): Giles' single-precision polynomials (2010)."""
+    """Inverse error function on [-1, 1] (+-inf at +-1): Giles' double-precision polynomials
+    (2011) for float64, his single-precision ones (2010) for other dtypes."""
+    if x.dtype == dtypes.float64:
+        w = -_log1p(x * -x)
+        root = w.sqrt()
+        p64 = (w < 6.25).where(_horner(_ERFINV64_CENTRAL, w - 3.125),
+                               (w < 16.0).where(_horner(_ERFINV64_MIDDLE, root - 3.25),
+                                                _horner(_ERFINV64_TAIL, root - 5.0)))
+        return (x.abs() == 1.0).where(x * math.inf, p64 * x)
     w = -((1.0 - x) * (1.0 + x)).log()
     central = w - 2.5
     p: float | Tensor = 2.81022636e-08
@@ -216,13 +288,15 @@ def _erfinv(x: Tensor) -> Tensor:
 
 
 def _inverse_cdf(u: Tensor, dtype: DType) -> Tensor:
-    """sqrt(2) * erfinv(u), computed in at least float32 and returned as `dtype`."""
+    """sqrt(2) * erfinv(u): normal quantiles of uniforms u on (-1, 1), computed in at least
+    float32 and returned as `dtype` (float64 to float64 accuracy)."""
     work = u.cast(dtypes.float32) if dtype.itemsize < 4 else u
     return (_erfinv(work) * math.sqrt(2.0)).cast(dtype)
 
 
 def normal(key: Tensor, shape: Shape = (), dtype: Any = float) -> Tensor:
-    """Standard normal samples (inverse CDF of a uniform; float64 has float32-level accuracy)."""
+    """Standard normal samples: the inverse CDF of a uniform, accurate to the dtype's
+    precision (float64 included)."""
     k = _check_key(key, "normal")
     dtype = _float_dtype(dtype, "normal")
     lo = _next_float(-1.0, dtype, up=True)

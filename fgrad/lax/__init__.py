@@ -27,7 +27,8 @@ from fgrad.lax.gather_scatter import (GatherDimensionNumbers, GatherScatterMode,
                                      scatter_add, scatter_apply, scatter_max, scatter_min,
                                      scatter_mul, scatter_sub)
 from fgrad.lax.more_ops import (DotDimensionNumbers, Precision, acos, acosh, asin, asinh, atan,
-                                atanh, cbrt, clz, cosh, exp2, nextafter, optimization_barrier,
+                                atanh, cbrt, clz, cosh, custom_linear_solve, custom_root, exp2,
+                                nextafter, optimization_barrier,
                                 population_count, reduce_precision, sinh)
 from fgrad.lax.reductions import (argmax, argmin, batch_matmul, cumlogsumexp, cummax, cummin,
                                   cumprod, cumsum, dot, dot_general, reduce, reduce_and,
@@ -88,7 +89,7 @@ __all__ = [
     "betainc", "igamma", "igammac", "polygamma", "zeta", "cumlogsumexp", "reduce",
     "broadcast_to_rank", "split", "stack", "tile", "unstack", "optimization_barrier",
     "conv_general_dilated_patches", "ConvGeneralDilatedDimensionNumbers",
-    "DotDimensionNumbers", "Precision",
+    "DotDimensionNumbers", "Precision", "custom_root", "custom_linear_solve",
 ]
 
 

@@ -1,6 +1,7 @@
 """More elementwise `jax.lax` operations: inverse trigonometric and hyperbolic functions,
 cbrt, exp2, nextafter, bit counting and `reduce_precision`; plus `Precision` and the
-`DotDimensionNumbers` type name.
+`DotDimensionNumbers` type name; and the implicitly differentiated solvers `custom_root` and
+`custom_linear_solve` (built on custom_jvp, closure_convert and custom_vjp's custom_lin).
 
 All are composed from fgrad's elementwise primitives, so they jit, vmap and differentiate.
 float16 and bfloat16 are evaluated in float32 and rounded once. Differences from XLA on CPU:
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 import enum
 import math
-from typing import Any, Sequence, Tuple
+from typing import Any, Callable, Sequence, Tuple
 
 import numpy as np
 
@@ -24,7 +25,8 @@ from fgrad.lax._args import as_int, to_tensor
 from fgrad.lax.elementwise import _binary, _const, _same_size, _unary
 
 __all__ = ["DotDimensionNumbers", "Precision", "acos", "acosh", "asin", "asinh", "atan",
-           "atanh", "cbrt", "clz", "cosh", "exp2", "nextafter", "optimization_barrier",
+           "atanh", "cbrt", "clz", "cosh", "custom_linear_solve", "custom_root", "exp2",
+           "nextafter", "optimization_barrier",
            "population_count", "reduce_precision", "sinh"]
 
 DotDimensionNumbers = Tuple[Tuple[Sequence[int], Sequence[int]],
@@ -308,3 +310,236 @@ def optimization_barrier(operand: Any, /) -> Any:
     model XLA's scheduling barrier: values, gradients and batching are those of the
     identity; only the ordering guarantee XLA gives is absent."""
     return tree_map(lambda v: to_tensor("optimization_barrier", v, "operand"), operand)
+
+
+# ------------------------------------------------------------- implicitly differentiated solves
+# Both are a `custom_jvp` of the solver over (right-hand side or guess, *hoisted parameters):
+# `closure_convert` hoists the traced values `f`/`matvec` close over so they get tangents;
+# values `solve` closes over get none (JAX's rule). Under reverse mode (a tangent staged by
+# linearize) the tangent solve is a `custom_lin` equation whose transpose calls
+# `transpose_solve` on the transposed matvec; elsewhere it is `solve` applied to the tangent.
+
+def _float_leaves(tree: Any, who: str, what: str) -> tuple[list[Tensor], Any]:
+    from fgrad.core.tensor import as_tensor
+    from fgrad.core.tree_util import tree_flatten
+    leaves, treedef = tree_flatten(tree)
+    out = [as_tensor(x) for x in leaves]
+    for i, x in enumerate(out):
+        if not x.dtype.is_float:
+            raise TypeError(f"{who}: {what} must hold floating-point arrays, but leaf {i} has "
+                            f"dtype {x.dtype.name}; convert it with .astype(float32)")
+    return out, treedef
+
+
+def _like(value: Any, ref_leaves: list[Tensor], ref_tree: Any, who: str, what: str) -> None:
+    """Raise TypeError unless `value` has the tree, shapes and dtypes of the reference."""
+    from fgrad.core.tensor import as_tensor
+    from fgrad.core.tree_util import tree_flatten
+    leaves, treedef = tree_flatten(value)
+    got = [as_tensor(x).aval for x in leaves]
+    want = [x.aval for x in ref_leaves]
+    if treedef != ref_tree or [(a.shape, a.dtype) for a in got] != \
+            [(a.shape, a.dtype) for a in want]:
+        raise TypeError(f"{who}: {what} must have the structure, shapes and dtypes of the "
+                        f"input ({ref_tree}: {want}), got {treedef}: {got}")
+
+
+def _split_aux(out: Any, has_aux: bool, who: str, fn: str) -> tuple[Any, Any]:
+    if not has_aux:
+        return out, None
+    if not (isinstance(out, (tuple, list)) and len(out) == 2):
+        raise TypeError(f"{who}: with has_aux=True, {fn} must return a pair (solution, aux); "
+                        f"got {type(out).__name__}")
+    return out[0], out[1]
+
+
+def _no_tangent(tree: Any) -> Any:
+    from fgrad.core.tensor import as_tensor
+    return tree_map(lambda v: as_tensor(v).zeros_like(), tree)
+
+
+def _in_linearize(leaves: list[Any]) -> bool:
+    """Whether a tangent is being staged by linearize (reverse mode), so the solve's transpose
+    rule will be applied to it rather than its value computed."""
+    from fgrad.core.staging import StagingTrace, StagingTracer
+    return any(isinstance(x, StagingTracer) and isinstance(x._trace, StagingTrace)
+               and x._trace.partial and x._trace.name == "linearize" for x in leaves)
+
+
+def _vecmat(mv: Callable[..., Any], cs: Sequence[Any], example: Any,
+            symmetric: bool) -> Callable[[Any], Any]:
+    """The transpose of `x -> mv(x, *cs)` (itself when symmetric)."""
+    from fgrad.transforms.extras.linear import linear_transpose
+    if symmetric:
+        return lambda y: mv(y, *cs)
+    transposed = linear_transpose(lambda x: mv(x, *cs), example)
+    return lambda y: transposed(y)[0]
+
+
+class _Solvers:
+    """`solve` and `transpose_solve` staged as closure-free functions of (rhs, *matvec
+    consts, *their own hoisted consts), so transpose time never sees a dead tracer."""
+
+    def __init__(self, mv: Callable[..., Any], cs: Sequence[Any], b: Any, solve: Callable,
+                 tsolve: Callable | None, symmetric: bool, has_aux: bool, who: str):
+        from fgrad.transforms.extras.linear import closure_convert
+        self.mv, self.symmetric, self.has_aux, self.who = mv, symmetric, has_aux, who
+        self.n_cs = len(cs)
+        self.sv, s_consts = closure_convert(
+            lambda r, *c: solve(lambda x: mv(x, *c), r), b, *cs)
+        self.tv: Callable[..., Any] | None = None
+        t_consts: list[Any] = []
+        if tsolve is not None:
+            self.tv, t_consts = closure_convert(
+                lambda r, *c: tsolve(_vecmat(mv, c, r, symmetric), r), b, *cs)
+        self.n_s = len(s_consts)
+        self.consts = list(cs) + list(s_consts) + list(t_consts)
+
+    def split(self, consts: Sequence[Any]) -> tuple[list, list, list]:
+        a, b = self.n_cs, self.n_cs + self.n_s
+        return list(consts[:a]), list(consts[a:b]), list(consts[b:])
+
+    def solve(self, rhs: Any, consts: Sequence[Any]) -> Any:
+        cs, ss, _ = self.split(consts)
+        return self.sv(rhs, *cs, *ss)
+
+    def tangent(self, rhs: Any, consts: Sequence[Any]) -> Any:
+        """x with mv(x, *cs) == rhs, linear in rhs; reverse mode transposes it with the
+        transpose solve."""
+        from fgrad.core.tree_util import tree_flatten, tree_leaves, tree_unflatten
+        from fgrad.transforms.custom import custom_lin_p
+        leaves, treedef = tree_flatten(rhs)
+        if not _in_linearize(leaves):
+            return _split_aux(self.solve(rhs, consts), self.has_aux, self.who, "solve")[0]
+        if self.tv is None:
+            raise TypeError(f"{self.who}: reverse-mode differentiation (grad/vjp) needs "
+                            f"transpose_solve, or symmetric=True when the map is symmetric")
+
+        def bwd(res: list[Any], _tree: Any, cts: list[Any]) -> list[Any]:
+            ct = tree_unflatten(treedef, list(cts))
+            cs, ss, ts = self.split(res)
+            tv, sv = self.tv, self.sv
+            assert tv is not None
+            lam = custom_linear_solve(_vecmat(self.mv, cs, ct, self.symmetric), ct,
+                                      lambda _, r: tv(r, *cs, *ts),
+                                      transpose_solve=lambda _, r: sv(r, *cs, *ss),
+                                      symmetric=self.symmetric, has_aux=self.has_aux)
+            return tree_leaves(lam[0] if self.has_aux else lam)
+
+        outs = custom_lin_p.bind(*consts, *leaves, bwd=bwd, res_tree=None,
+                                 num_res=len(consts), out_avals=tuple(x.aval for x in leaves))
+        return tree_unflatten(treedef, list(outs))
+
+
+def custom_linear_solve(matvec: Callable[[Any], Any], b: Any,
+                        solve: Callable[[Callable[[Any], Any], Any], Any],
+                        transpose_solve: Callable[[Callable[[Any], Any], Any], Any] | None = None,
+                        symmetric: bool = False, has_aux: bool = False) -> Any:
+    """JAX's `lax.custom_linear_solve`: `solve(matvec, b)` (a pytree like `b`; with
+    `has_aux=True` solve returns `(x, aux)` and so does this), differentiated implicitly
+    from `matvec(x) == b` instead of through `solve`: the tangent solves the same system
+    with right-hand side `b_dot - d(matvec)(x)`, and reverse mode solves the transposed
+    system with `transpose_solve(vecmat, ct)` (`vecmat` is matvec's transpose; with
+    `symmetric=True` it is `matvec` and `solve` is the default `transpose_solve`).
+    Traced values `matvec` closes over get gradients; those the solves close over do not.
+    Reverse mode applies `transpose_solve` under grad/vjp (also inside jit or vmap); when
+    the differentiation crosses a jit or vmap boundary (grad(jit(f)), grad(vmap(f))) the
+    tangent is `solve` itself, which must then be differentiable."""
+    who = "custom_linear_solve"
+    for name, fn in (("matvec", matvec), ("solve", solve), ("transpose_solve", transpose_solve)):
+        if fn is not None and not callable(fn):
+            raise TypeError(f"{who}: {name} must be a function, got {type(fn).__name__}")
+    from fgrad.core.tree_util import tree_unflatten
+    from fgrad.transforms.extras.linear import closure_convert
+    b_leaves, b_tree = _float_leaves(b, who, "b")
+    b = tree_unflatten(b_tree, b_leaves)
+    mv, consts = closure_convert(matvec, b)
+    _like(mv(b, *consts), b_leaves, b_tree, who, "matvec(x)")
+    tsolve = solve if transpose_solve is None and symmetric else transpose_solve
+    solvers = _Solvers(mv, consts, b, solve, tsolve, symmetric, has_aux, who)
+    return _linear_solve(solvers, b)
+
+
+def _linear_solve(sol: _Solvers, b: Any) -> Any:
+    from fgrad.core.tree_util import tree_flatten
+    from fgrad.transforms.custom import custom_jvp
+    from fgrad.transforms.jvp import jvp
+    who, has_aux = sol.who, sol.has_aux
+    b_leaves, b_tree = tree_flatten(b)
+
+    def value(rhs: Any, *consts: Any) -> Any:
+        out = sol.solve(rhs, consts)
+        _like(_split_aux(out, has_aux, who, "solve")[0], b_leaves, b_tree, who, "solve's x")
+        return tuple(out) if has_aux else out
+
+    def rule(primals: tuple, tangents: tuple) -> tuple[Any, Any]:
+        (rhs, *consts), (rhs_dot, *consts_dot) = primals, tangents
+        out = value(rhs, *consts)
+        x, aux = _split_aux(out, has_aux, who, "solve")
+        cs, cs_dot = consts[:sol.n_cs], consts_dot[:sol.n_cs]
+        if cs:
+            _, mv_dot = jvp(lambda *c: sol.mv(x, *c), tuple(cs), tuple(cs_dot))
+            rhs_dot = tree_map(lambda u, v: u - v, rhs_dot, mv_dot)
+        x_dot = sol.tangent(rhs_dot, consts)
+        return out, ((x_dot, _no_tangent(aux)) if has_aux else x_dot)
+
+    wrapped = custom_jvp(value)
+    wrapped.defjvp(rule)
+    return wrapped(b, *sol.consts)
+
+
+def custom_root(f: Callable[[Any], Any], initial_guess: Any,
+                solve: Callable[[Callable[[Any], Any], Any], Any],
+                tangent_solve: Callable[[Callable[[Any], Any], Any], Any],
+                has_aux: bool = False) -> Any:
+    """JAX's `lax.custom_root`: the root `solve(f, initial_guess)` of `f(x) == 0` (with
+    `has_aux=True` solve returns `(root, aux)` and so does this), differentiated by the
+    implicit function theorem instead of through `solve`: the root's tangent is
+    `-tangent_solve(g, df/dθ θ_dot)`, where `g` is `f` linearized at the root and
+    `tangent_solve(g, y)` returns `v` with `g(v) == y` (scalar: `lambda g, y: y / g(1.0)`).
+    θ are the traced values `f` closes over; `initial_guess` and values `solve` closes over
+    get no gradient. Reverse mode transposes the tangent solve with `tangent_solve` on the
+    transposed linearization."""
+    who = "custom_root"
+    for name, fn in (("f", f), ("solve", solve), ("tangent_solve", tangent_solve)):
+        if not callable(fn):
+            raise TypeError(f"{who}: {name} must be a function, got {type(fn).__name__}")
+    from fgrad.core.tree_util import tree_unflatten
+    from fgrad.transforms.custom import custom_jvp
+    from fgrad.transforms.extras.linear import closure_convert
+    from fgrad.transforms.jvp import jvp
+    x_leaves, x_tree = _float_leaves(initial_guess, who, "initial_guess")
+    guess = tree_unflatten(x_tree, x_leaves)
+    fc, consts = closure_convert(f, guess)
+    _like(fc(guess, *consts), x_leaves, x_tree, who, "f(x)")
+    n_f = len(consts)
+    rs, r_consts = closure_convert(lambda x0, *c: solve(lambda x: fc(x, *c), x0), guess,
+                                   *consts)
+
+    def value(x0: Any, *cs: Any) -> Any:
+        out = rs(x0, *cs)
+        _like(_split_aux(out, has_aux, who, "solve")[0], x_leaves, x_tree, who, "the root")
+        return tuple(out) if has_aux else out
+
+    def rule(primals: tuple, tangents: tuple) -> tuple[Any, Any]:
+        (x0, *cs), (_, *cs_dot) = primals, tangents
+        out = value(x0, *cs)
+        root, aux = _split_aux(out, has_aux, who, "solve")
+        fcs, fcs_dot = cs[:n_f], cs_dot[:n_f]
+        if fcs:
+            _, rhs = jvp(lambda *c: fc(root, *c), tuple(fcs), tuple(fcs_dot))
+
+            def g(v: Any) -> Any:
+                return jvp(lambda x: fc(x, *fcs), (root,), (v,))[1]
+
+            gc, g_consts = closure_convert(g, rhs)
+            tangent = _Solvers(gc, g_consts, rhs, tangent_solve, tangent_solve, False, False,
+                               who)
+            root_dot = tree_map(lambda v: -v, tangent.tangent(rhs, tangent.consts))
+        else:
+            root_dot = _no_tangent(root)
+        return out, ((root_dot, _no_tangent(aux)) if has_aux else root_dot)
+
+    wrapped = custom_jvp(value)
+    wrapped.defjvp(rule)
+    return wrapped(guess, *consts, *r_consts)

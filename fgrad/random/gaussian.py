@@ -1,16 +1,16 @@
 """uniform, normal, truncated_normal and exponential with float64 paths that follow JAX's (x64).
 
-`fgrad.core.random` turns uniforms into normals through Giles' single-precision erfinv, which
-is float32-accurate only. Here float64 draws go through Giles' double-precision erfinv (the
-three-piece polynomial that XLA evaluates for float64), with w = -log1p(-x^2) computed by the
-log1p recipe XLA's CPU backend uses for float64: x - x^2/2 + x^3 P(x)/Q(x) (the rational of
-Cephes' log1p) for |x| < sqrt(2) - 1, else log(1 + x). Its relative error is below 4e-15 for
-|x| < 0.998; closer to +-1 the rounding of x^2 in w (XLA's formulation) makes it up to 1e-10,
-as JAX's. That log1p is also what
-`fgrad.random`'s float64 samplers built on log1p(-u) use (exponential, laplace, logistic,
+The float64 special functions live in `fgrad.core.random` (one implementation, shared with
+`Tensor.randn` and friends): Giles' double-precision erfinv, the three-piece polynomial XLA
+evaluates for float64, with w = -log1p(-x^2) by the log1p recipe XLA's CPU backend uses for
+float64 (x - x^2/2 + x^3 P(x)/Q(x), Cephes' log1p rational, for |x| < sqrt(2) - 1, else
+log(1 + x)). erfinv's relative error is below 4e-15 for |x| < 0.998; closer to +-1 the
+rounding of x^2 in w (XLA's formulation) makes it up to 1e-10, as JAX's. That log1p is also
+what `fgrad.random`'s float64 samplers built on log1p(-u) use (exponential, laplace, logistic,
 pareto, weibull_min, the gamma sampler), so their samples agree with JAX's to the last bit or
 two. (XLA's log1p strays up to ~130 ulps from the exact value for x in (-0.414, -0.293),
 outside the interval the Cephes rational was fitted on; matching JAX there is the point.)
+`log1p`, `erfinv` and `inverse_cdf` here re-export them.
 
 XLA also fuses multiply-adds into FMAs (one rounding instead of two). `fma` emulates one
 exactly with float64 operations; the float64 uniform uses it for its scale and shift (so
@@ -26,55 +26,11 @@ from typing import Any
 
 import numpy as np
 
-from fgrad.core import prims as P
 from fgrad.core import random as R
 from fgrad.core.dtypes import DType, dtypes
 from fgrad.core.tensor import Tensor
 
-# log1p(x) = x - x^2/2 + x^3 P(x) / Q(x) on |x| < sqrt(2) - 1 (Cephes' log1p rational; Q is
-# monic). Coefficients from the highest power down.
-_LOG1P_P = (4.52700008624452e-05, 0.49854102823193375, 6.578732594206104, 29.911919328553072,
-            60.94966798098779, 57.11296359058554, 20.039553499201283)
-_LOG1P_Q = (1.0, 15.062909083469192, 83.04756596796722, 221.76239823732857,
-            309.09872225312057, 216.42788614495947, 60.11866049760384)
-_LOG1P_SMALL = float.fromhex("0x1.a827999fcef32p-2")  # sqrt(2) - 1, rounded to float64
-
-# Giles, "Approximating the erfinv function" (GPU Computing Gems, 2011), double precision:
-# erfinv(x) = x p(t) with w = -log(1 - x^2) and t = w - 3.125 (w < 6.25), sqrt(w) - 3.25
-# (w < 16) or sqrt(w) - 5, p a polynomial per piece. Coefficients from the highest power down.
-_ERFINV_CENTRAL = (
-    -3.64441206401782e-21, -1.6850591381820166e-19, 1.28584807152564e-18,
-    1.1157877678025181e-17, -1.3331716628546209e-16, 2.0972767875968562e-17,
-    6.6376381343583238e-15, -4.0545662729752069e-14, -8.1519341976054722e-14,
-    2.6335093153082323e-12, -1.2975133253453532e-11, -5.4154120542946279e-11,
-    1.0512122733215323e-09, -4.1126339803469837e-09, -2.9070369957882005e-08,
-    4.2347877827932404e-07, -1.3654692000834679e-06, -1.3882523362786469e-05,
-    0.00018673420803405714, -0.000740702534166267, -0.0060336708714301491,
-    0.24015818242558962, 1.6536545626831027)
-_ERFINV_MIDDLE = (
-    2.2137376921775787e-09, 9.0756561938885391e-08, -2.7517406297064545e-07,
-    1.8239629214389228e-08, 1.5027403968909828e-06, -4.013867526981546e-06,
-    2.9234449089955446e-06, 1.2475304481671779e-05, -4.7318229009055734e-05,
-    6.8284851459573175e-05, 2.4031110387097894e-05, -0.00035503752036284748,
-    0.0009532893797373805, -0.0016882755560235047, 0.0024914420961078508,
-    -0.0037512085075692412, 0.0053709145535900636, 1.0052589676941592, 3.0838856104922208)
-_ERFINV_TAIL = (
-    -2.7109920616438573e-11, -2.5556418169965252e-10, 1.5076572693500548e-09,
-    -3.789465440126737e-09, 7.61570120807834e-09, -1.496002662714924e-08,
-    2.9147953450901081e-08, -6.7711997758452339e-08, 2.2900482228026655e-07,
-    -9.9298272942317e-07, 4.5260625972231537e-06, -1.9681778105531671e-05,
-    7.5995277030017761e-05, -0.00021503011930044477, -0.00013871931833623122,
-    1.0103004648645344, 4.8499064014085844)
-
 _SQRT2 = math.sqrt(2.0)
-
-
-def _horner(coeffs: tuple[float, ...], t: Tensor) -> Tensor:
-    """sum c_i t^(n-i), by Horner's rule (a multiply and an add per coefficient)."""
-    p = t * coeffs[0] + coeffs[1]
-    for c in coeffs[2:]:
-        p = p * t + c
-    return p
 
 
 # ---------------------------------------------------------------------------- exact FMA
@@ -135,32 +91,18 @@ def fma(a: Tensor, b: Any, c: Any) -> Tensor:
 
 def log1p(x: Tensor) -> Tensor:
     """log(1 + x); float64 by XLA's recipe (see the module docstring), else fgrad's log1p."""
-    if x.dtype != dtypes.float64:
-        return P.log1p_p.bind(x)
-    x2 = x * x
-    ratio = _horner(_LOG1P_P, x) / _horner(_LOG1P_Q, x)
-    small = x + (x2 * -0.5 + (x * x2) * ratio)
-    return (x.abs() < _LOG1P_SMALL).where(small, (x + 1.0).log())
+    return R._log1p(x)
 
 
 def erfinv(x: Tensor) -> Tensor:
     """The inverse error function on [-1, 1] (+-inf at +-1). float64: Giles' double-precision
-    approximation; other dtypes: fgrad.core.random's single-precision one."""
-    if x.dtype != dtypes.float64:
-        return R._erfinv(x)
-    w = -log1p(x * -x)
-    root = w.sqrt()
-    p = (w < 6.25).where(_horner(_ERFINV_CENTRAL, w - 3.125),
-                         (w < 16.0).where(_horner(_ERFINV_MIDDLE, root - 3.25),
-                                          _horner(_ERFINV_TAIL, root - 5.0)))
-    return (x.abs() == 1.0).where(x * math.inf, p * x)
+    approximation; other dtypes: his single-precision one."""
+    return R._erfinv(x)
 
 
 def inverse_cdf(u: Tensor, dtype: DType) -> Tensor:
     """sqrt(2) * erfinv(u): normal quantiles of uniforms u on (-1, 1), as `dtype`."""
-    if dtype != dtypes.float64:
-        return R._inverse_cdf(u, dtype)
-    return erfinv(u) * _SQRT2
+    return R._inverse_cdf(u, dtype)
 
 
 # ---------------------------------------------------------------------------- samplers
@@ -196,12 +138,7 @@ def uniform(key: Tensor, shape: Any = (), dtype: Any = float, minval: Any = 0.0,
 def normal(key: Tensor, shape: Any = (), dtype: Any = float) -> Tensor:
     """Standard normal samples: sqrt(2) erfinv(u) with u uniform on (-1, 1), accurate to the
     dtype's precision (float64 included)."""
-    k = R._check_key(key, "normal")
-    dtype = R._float_dtype(dtype, "normal")
-    if dtype != dtypes.float64:
-        return R.normal(k, shape, dtype)
-    lo = R._next_float(-1.0, dtype, up=True)
-    return inverse_cdf(R.uniform(k, shape, dtype, lo, 1.0), dtype)
+    return R.normal(key, shape, dtype)
 
 
 def truncated_normal(key: Tensor, lower: Any, upper: Any, shape: Any = None,
