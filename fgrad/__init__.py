@@ -5,11 +5,10 @@ from fgrad.core import prims as _prims  # noqa: F401  (registers every primitive
 from fgrad.core import tree_util
 from fgrad.core.api_util import make_jaxpr
 from fgrad.core import device as _device
-from fgrad.core.device import device_put, devices
+from fgrad.core.device import devices
 from fgrad.core.dtypes import DType, dtypes
 from fgrad.core.ir import ClosedJaxpr, Jaxpr
 from fgrad.core.tensor import ConcretizationError, Tensor
-from fgrad import lax, nn, optim, random
 from fgrad.transforms.caches import clear_caches
 from fgrad import distributed, lax, nn, optim, random
 from fgrad.distributed import process_count, process_index
@@ -64,6 +63,13 @@ from fgrad.transforms.extras.toplevel import (custom_gradient, device_count,  # 
 
 _toplevel.PROCESS_QUERIES.update(index=process_index, count=process_count)
 
+# jax.sharding (one device: shardings are validated and recorded, not applied), as `fgrad.sharding`
+from fgrad.transforms.extras import sharding  # noqa: E402
+from fgrad.transforms.extras.shard_map import shard_map  # noqa: E402
+from fgrad.transforms.extras.sharding import (NamedSharding, P, device_put,  # noqa: E402
+                                              make_mesh, reshard, set_mesh)
+_sys.modules.setdefault(__name__ + ".sharding", sharding)
+
 # jax.lax's special functions; their code lives in fgrad.scipy, a layer above fgrad.lax, so the
 # package root wires them in
 from fgrad.scipy import special as _special  # noqa: E402
@@ -104,3 +110,4 @@ __all__ += [
     "named_call", "pmap", "print_environment_info", "process_indices", "transfer_guard",
     "transfer_guard_device_to_device", "transfer_guard_device_to_host",
     "transfer_guard_host_to_device", "typeof"]
+__all__ += ["NamedSharding", "P", "make_mesh", "reshard", "set_mesh", "shard_map", "sharding"]

@@ -6,7 +6,7 @@ primitives that any transformation can interpret. Operators and ops live in the 
 """
 from __future__ import annotations
 
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
@@ -74,6 +74,10 @@ def _freeze(arr: np.ndarray) -> np.ndarray:
     return arr
 
 
+# the maker of `Tensor.sharding` (fgrad.transforms.extras.sharding registers its own)
+SHARDING_OF: list[Callable[[str], Any]] = [lambda device: device]
+
+
 class Tensor(MathMixin, MovementMixin, ReduceMixin, CreationMixin, MathOpsMixin,
              MovementOpsMixin, NNOpsMixin, LinalgMixin, ExtraOpsMixin, InteropMixin,
              ArrayMethodsMixin):
@@ -138,6 +142,12 @@ class Tensor(MathMixin, MovementMixin, ReduceMixin, CreationMixin, MathOpsMixin,
     def device(self) -> str:
         """Where the data lives: 'CPU' or an OpenCL device such as 'CL:0'."""
         return _device.device_of(self._data)
+
+    @property
+    def sharding(self) -> Any:
+        """JAX's `Array.sharding`: a SingleDeviceSharding of the Tensor's device (fgrad has
+        one device; a sharding given to device_put / jit is validated, not kept here)."""
+        return SHARDING_OF[0](self.device)
 
     def numel(self) -> int:
         """Number of elements."""

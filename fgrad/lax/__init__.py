@@ -50,6 +50,7 @@ from fgrad.transforms.autodiff import stop_gradient
 from fgrad.transforms.control.cond import cond, switch
 from fgrad.transforms.control.scan import scan
 from fgrad.transforms.control.while_loop import fori_loop, while_loop
+from fgrad.transforms.extras.sharding import with_sharding_constraint
 
 __all__ = [
     # control flow and autodiff
@@ -91,6 +92,7 @@ __all__ = [
     "conv_general_dilated_patches", "ConvGeneralDilatedDimensionNumbers",
     "DotDimensionNumbers", "Precision", "custom_root", "custom_linear_solve",
 ]
+__all__ += ["with_sharding_constraint"]
 
 
 def __getattr__(name: str) -> Any:

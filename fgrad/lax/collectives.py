@@ -40,6 +40,13 @@ def _named_trace(axis_name: Any, who: str) -> Any:
 
 def _bind(x: Any, op: str, axis_name: Any, who: str, axis: int = 0, tiled: bool = False
           ) -> Any:
+    if isinstance(axis_name, (tuple, list)):   # several named axes: one after the other
+        if op == "gather":
+            raise NotImplementedError(f"{who} over several axes {tuple(axis_name)} is not "
+                                      f"supported; gather over one axis name at a time")
+        for name in axis_name:
+            x = _bind(x, op, name, who)
+        return x
     size = _named_trace(axis_name, who).axis_size
 
     def one(leaf: Any) -> Any:
@@ -50,7 +57,7 @@ def _bind(x: Any, op: str, axis_name: Any, who: str, axis: int = 0, tiled: bool 
 
 
 def psum(x: Any, axis_name: Any) -> Any:
-    """The sum of `x` (a pytree) over the named vmap axis."""
+    """The sum of `x` (a pytree) over the named vmap axis (or a tuple of names: over all)."""
     return _bind(x, "sum", axis_name, "psum")
 
 
@@ -75,9 +82,15 @@ def all_gather(x: Any, axis_name: Any, *, axis: int = 0, tiled: bool = False) ->
 
 
 def axis_index(axis_name: Any) -> Tensor:
-    """This member's position (int32) along the named vmap axis."""
+    """This member's position (int32) along the named vmap axis (along several, a tuple of
+    names, their row-major combined position)."""
     from fgrad.core.dtypes import dtypes
     from fgrad.transforms.batching import BatchTracer
+    if isinstance(axis_name, (tuple, list)):
+        index: Any = 0
+        for name in axis_name:
+            index = index * _named_trace(name, "axis_index").axis_size + axis_index(name)
+        return index
     trace = _named_trace(axis_name, "axis_index")
     with set_current_trace(trace.parent):
         idx = Tensor.arange(trace.axis_size, dtype=dtypes.int32)

@@ -447,20 +447,23 @@ def explain_difference(prev: tuple, prev_descs: list[str], new: tuple,
 def jit(fn: Callable[P, R], *, static_argnums: int | Sequence[int] = (),
         static_argnames: str | Sequence[str] = (), donate_argnums: int | Sequence[int] = (),
         backend: str | None = None, donate_argnames: str | Sequence[str] = (),
-        keep_unused: bool = False, inline: bool = False) -> JittedFunction[P, R]: ...
+        keep_unused: bool = False, inline: bool = False, in_shardings: Any = None,
+        out_shardings: Any = None) -> JittedFunction[P, R]: ...
 
 
 @overload
 def jit(fn: None = None, *, static_argnums: int | Sequence[int] = (),
         static_argnames: str | Sequence[str] = (), donate_argnums: int | Sequence[int] = (),
         backend: str | None = None, donate_argnames: str | Sequence[str] = (),
-        keep_unused: bool = False, inline: bool = False) -> Callable[[Callable[P, R]], JittedFunction[P, R]]: ...
+        keep_unused: bool = False, inline: bool = False, in_shardings: Any = None,
+        out_shardings: Any = None) -> Callable[[Callable[P, R]], JittedFunction[P, R]]: ...
 
 
 def jit(fn: Callable[P, R] | None = None, *, static_argnums: int | Sequence[int] = (),
         static_argnames: str | Sequence[str] = (), donate_argnums: int | Sequence[int] = (),
         backend: str | None = None, donate_argnames: str | Sequence[str] = (),
-        keep_unused: bool = False, inline: bool = False) -> Any:
+        keep_unused: bool = False, inline: bool = False, in_shardings: Any = None,
+        out_shardings: Any = None) -> Any:
     """Compile `fn` per abstract signature; usable as `@jit` or `jit(fn, ...)`.
 
     `donate_argnums`: positional arguments whose Tensors the call consumes (like JAX's
@@ -468,7 +471,14 @@ def jit(fn: Callable[P, R] | None = None, *, static_argnums: int | Sequence[int]
     that nothing else references, and any later use of a donated Tensor raises. Donation
     applies to eager calls; under grad/vmap/jit it is ignored. `donate_argnames` names them
     instead. `keep_unused` and `inline` are JAX's compilation hints, accepted and ignored
-    (an unused argument costs nothing here; a jitted call inside jit is traced inline)."""
+    (an unused argument costs nothing here; a jitted call inside jit is traced inline).
+    `in_shardings` / `out_shardings` (pytrees of NamedSharding / PartitionSpec / None) are
+    validated, not applied: fgrad has one device, so the whole arrays stay on it."""
+    if in_shardings is not None or out_shardings is not None:
+        from fgrad.transforms.extras.sharding import check_shardings
+        check_shardings(in_shardings, "jit in_shardings")
+        check_shardings(out_shardings, "jit out_shardings")
+
     def as_tuple(x: Any) -> tuple:
         if isinstance(x, (int, str)):
             return (x,)

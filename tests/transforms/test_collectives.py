@@ -72,3 +72,26 @@ def test_unbound_axis_name():
         vm(fgrad.jit(lambda x: lax.psum(x, "j")))(Tensor(XS))
     with pytest.raises(NameError, match="axis_name='i'"):
         lax.psum(Tensor(XS), "i")
+
+
+def test_collectives_over_a_tuple_of_axis_names():
+    """JAX's psum/pmean/pmax/axis_index take several axis names at once (shard_map over a
+    2-d mesh); against NumPy over the whole (3, 4) grid."""
+    from fgrad import lax
+    x = np.arange(12.0, dtype=np.float32).reshape(3, 4)
+
+    def member(v):
+        return (lax.psum(v, ("i", "j")), lax.pmean(v, ("i", "j")), lax.pmax(v, ("j", "i")),
+                lax.axis_index(("i", "j")))
+
+    f = fgrad.vmap(fgrad.vmap(member, axis_name="j"), axis_name="i")
+    for g in (f, fgrad.jit(f)):
+        s, m, mx, ix = g(fgrad.Tensor(x))
+        np.testing.assert_allclose(s.numpy(), np.full((3, 4), x.sum()))
+        np.testing.assert_allclose(m.numpy(), np.full((3, 4), x.mean()))
+        np.testing.assert_allclose(mx.numpy(), np.full((3, 4), x.max()))
+        np.testing.assert_array_equal(ix.numpy(), np.arange(12).reshape(3, 4))
+    with pytest.raises(NotImplementedError, match="one axis name at a time"):
+        f2 = fgrad.vmap(fgrad.vmap(lambda v: lax.all_gather(v, ("i", "j")), axis_name="j"),
+                        axis_name="i")
+        f2(fgrad.Tensor(x))
