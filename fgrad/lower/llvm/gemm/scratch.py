@@ -15,8 +15,9 @@ it is linked): [COUNT] failed allocations so far (never reset), [SITE] the code 
 of the latest (the primitive its routine computes), [BYTES] the bytes it asked for. The
 Python side (llvm/dispatch.py) reads COUNT before and after each native call (a segment
 entry returns how much it moved during the call: threads.render_entry); a change means a
-routine returned early and the call raises MemoryError instead of returning its outputs. One record for the process: a call that runs while another thread's call
-fails raises too (never silently returns what a failed routine did not write).
+routine returned early and the call raises MemoryError instead of returning its outputs.
+One record for the process: a call that runs while another thread's call fails raises too
+(never silently returns what a failed routine did not write).
 """
 from __future__ import annotations
 
