@@ -362,8 +362,9 @@ def _in_linearize(leaves: list[Any]) -> bool:
     """Whether a tangent is being staged by linearize (reverse mode), so the solve's transpose
     rule will be applied to it rather than its value computed."""
     from fgrad.core.staging import StagingTrace, StagingTracer
+    from fgrad.transforms.transpose import LINEARIZE_TRACE
     return any(isinstance(x, StagingTracer) and isinstance(x._trace, StagingTrace)
-               and x._trace.partial and x._trace.name == "linearize" for x in leaves)
+               and x._trace.partial and x._trace.name == LINEARIZE_TRACE for x in leaves)
 
 
 def _vecmat(mv: Callable[..., Any], cs: Sequence[Any], example: Any,

@@ -51,13 +51,6 @@ class ScaleByNovogradState(NamedTuple):
     nu: Any
 
 
-
-
-
-
-
-
-
 # --------------------------------------------------------------------------- helpers
 
 

@@ -34,11 +34,16 @@ class LinearFunction:
         return str(self.jaxpr)
 
 
+# the name of the staging trace that records tangents for transposition (reverse mode);
+# rules that act differently there (lax.custom_linear_solve) test for it
+LINEARIZE_TRACE = "linearize"
+
+
 def linearize_flat(fn: Callable[..., list[Any]], primals: Sequence[Any],
                    differentiable: Sequence[bool]) -> tuple[list[Any], LinearFunction]:
     """Primal outputs of `fn` and its linearization w.r.t. the `differentiable` inputs."""
     parent = current_trace()
-    staging = StagingTrace(parent, partial=True, name="linearize")
+    staging = StagingTrace(parent, partial=True, name=LINEARIZE_TRACE)
     jvp_trace = JVPTrace(staging)
     tangent_in = [staging.new_arg(p.aval) for p, d in zip(primals, differentiable, strict=True)
                   if d]

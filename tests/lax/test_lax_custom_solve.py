@@ -187,3 +187,20 @@ def test_linear_solve_has_aux_and_errors():
         lax.custom_linear_solve(lambda v: v, fnp.asarray([1, 2]), lambda mv, r: r)
     with pytest.raises(TypeError, match="must be a function"):
         lax.custom_root(lambda x: x, fnp.asarray(1.0), 3, scalar_tangent_solve)
+
+
+def test_reverse_mode_uses_transpose_solve_not_the_solver_itself():
+    """The solver may be non-differentiable (an iterative method; here its result is
+    stop_gradient-ed): reverse mode must go through transpose_solve, so grad w.r.t. b is
+    A^-T w (the solve-through fallback would give zeros)."""
+    A = fnp.asarray(M, dtype="float32")
+    w = np.array([0.5, -1.0, 2.0])
+
+    def loss(b_):
+        x = lax.custom_linear_solve(lambda v: A @ v, b_,
+                                    lambda mv, r: lax.stop_gradient(fnp.linalg.solve(A, r)),
+                                    lambda vm, r: lax.stop_gradient(fnp.linalg.solve(A.T, r)))
+        return (x * fnp.asarray(w, dtype="float32")).sum()
+
+    g = fgrad.grad(loss)(fnp.asarray(B, dtype="float32"))
+    np.testing.assert_allclose(np.asarray(g), np.linalg.solve(M.T, w), atol=1e-5)
