@@ -23,7 +23,7 @@ from fgrad import Tensor
 from fgrad.lower.llvm import blas
 from fgrad.lower.llvm.gemm import claimed, prepack
 from fgrad.lower.llvm.gemm.claimed import ClaimedPlan, claimed_plan
-from fgrad.lower.llvm.gemm.native import KC, NC
+from fgrad.lower.llvm.gemm.native import KC, NC, slice_depth
 from fgrad.lower.llvm.gemm.pairs import host_has_pairs
 from fgrad.lower.llvm.gemm.prepack import prepack_plan
 from fgrad.lower.llvm.runtime import describe
@@ -46,8 +46,9 @@ def test_oversubscribed_threads_defer_blocks(monkeypatch: pytest.MonkeyPatch,
     meet blocks whose previous slice is not stored yet (they defer them, or wait)."""
     monkeypatch.setattr(os, "cpu_count", lambda: 6)
     monkeypatch.setenv("FGRAD_NUM_THREADS", "6")
-    x = RNG.standard_normal((600, KC * 3 + 7)).astype(dtype)
-    w = RNG.standard_normal((KC * 3 + 7, 300)).astype(dtype)
+    depth = slice_depth(np.dtype(dtype).itemsize) * 3 + 7     # three slices and a short one
+    x = RNG.standard_normal((600, depth)).astype(dtype)
+    w = RNG.standard_normal((depth, 300)).astype(dtype)
     bias = RNG.standard_normal(300).astype(dtype)
     relu = fgrad.jit(lambda x, w, c: (x @ w + c).relu(), backend="llvm")
     tanh = fgrad.jit(lambda x, w: (x @ w).tanh() * 2.0, backend="llvm")
@@ -84,7 +85,7 @@ def test_claimed_plans() -> None:
     assert blas.gemm_chunking(eqn) == plan.chunking == (plan.threads, 1, plan.threads)
     assert plan.rows_per % 12 == 0 or plan.rows_per % 6 == 0     # whole MR tiles
     assert plan.rows_per * (plan.blocks - 1) < 256 <= plan.rows_per * plan.blocks
-    assert plan.panels == -(-784 // KC) and plan.scratch_elems == plan.panels * 8 + plan.blocks
+    assert plan.panels == -(-784 // slice_depth(4)) and plan.scratch_elems == plan.panels * 8 + plan.blocks
     assert "claimed per B panel" in describe(closed.jaxpr)
     lhs, rhs = np.ones((4, 256, 784), np.float32), np.ones((4, 784, 512), np.float32)
     assert prepack_plan(dot_eqn(lambda x, y: x @ y, lhs, rhs)[1]) is None  # batched

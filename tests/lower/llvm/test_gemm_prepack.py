@@ -14,7 +14,7 @@ import pytest
 import fgrad
 from fgrad import Tensor
 from fgrad.lower.llvm import blas
-from fgrad.lower.llvm.gemm.native import KC, NC
+from fgrad.lower.llvm.gemm.native import KC, NC, slice_depth
 from fgrad.lower.llvm.gemm import prepack
 from fgrad.lower.llvm.gemm.claimed import ClaimedPlan
 from fgrad.lower.llvm.gemm.prepack import prepack_plan
@@ -41,7 +41,7 @@ def split_mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) 
     return request.param
 
 
-SHAPES = [(256, 784, 512), (97, 300, NC + 37), (60, KC * 2 + 5, 200), (1000, 64, 257)]
+SHAPES = [(256, 784, 512), (97, 300, NC + 37), (60, slice_depth(4) * 2 + 5, 200), (1000, 64, 257)]
 
 
 @pytest.mark.parametrize("threads", ["1", "2", "3"])
@@ -86,7 +86,7 @@ def test_which_products_pack_b_once(monkeypatch: pytest.MonkeyPatch) -> None:
     plan = prepack_plan(eqn)
     assert plan is not None
     assert blas.gemm_chunking(eqn) == plan.chunking
-    assert plan.units == -(-784 // KC) * -(-512 // 128)
+    assert plan.units == -(-784 // slice_depth(4)) * -(-512 // 128)
     assert plan.rows_per * (plan.row_chunks - 1) < 256 <= plan.rows_per * plan.row_chunks
     assert "B is packed once in" in describe(closed.jaxpr)
     lhs, rhs = np.ones((4, 256, 784), np.float32), np.ones((4, 784, 512), np.float32)
@@ -132,3 +132,20 @@ def test_the_host_decides_by_its_l2(monkeypatch):
     l2 = prepack.cache_bytes(2)
     if l2 is not None:
         assert prepack.shared_b_pays() == (l2 < KC * NC * 4)
+
+
+@pytest.mark.parametrize("l1,l2,size,depth", [
+    (48 << 10, 2 << 20, 4, KC),      # a Xeon's 48 KiB L1d holds the 32 KiB float32 sliver
+    (32 << 10, 1 << 20, 4, 1024),    # Zen 4: the sliver streams from L2; 144 x 1024 x 4 fits
+    (32 << 10, 1 << 20, 8, 512),     # float64: 144 x 1024 x 8 would not fit 3/4 of L2
+    (32 << 10, 256 << 10, 4, KC),    # a small L2 keeps KC
+    (None, None, 4, KC),             # unknown caches keep KC
+])
+def test_slice_depth_follows_the_caches(monkeypatch, l1, l2, size, depth):
+    from fgrad.lower.kernel import streaming
+    from fgrad.lower.llvm import target
+    monkeypatch.setattr(target, "vector_bits", lambda: 512)
+    monkeypatch.setattr(streaming, "cache_bytes", lambda level=None: {1: l1, 2: l2}[level])
+    assert slice_depth.__wrapped__(size) == depth
+    assert slice_depth.__wrapped__(size, image=True) == KC     # the conv pack's stack arrays
+    assert slice_depth.__wrapped__(size, pairs=True) == KC

@@ -78,9 +78,9 @@ def split_rows(m: int, mr: int, row_flops: int, min_chunk_flops: int) -> tuple[i
 
 
 def claimed_plan(m: int, n: int, k: int, mr: int, row_flops: int,
-                 min_chunk_flops: int) -> ClaimedPlan | None:
-    """The claimed split of an m x n x k product with MR-row tiles, or None when it would
-    have fewer than two row blocks."""
+                 min_chunk_flops: int, kc: int = KC) -> ClaimedPlan | None:
+    """The claimed split of an m x n x k product with MR-row tiles and `kc`-deep slices
+    (the driver's), or None when it would have fewer than two row blocks."""
     threads, rows = split_rows(m, mr, row_flops, min_chunk_flops)
     blocks = -(-m // rows)
     even = -(-m // blocks)                      # the same count, sizes evened out
@@ -88,7 +88,7 @@ def claimed_plan(m: int, n: int, k: int, mr: int, row_flops: int,
     blocks = -(-m // rows)
     if blocks < 2 or k < 1:
         return None
-    return ClaimedPlan(threads, blocks, rows, m, -(-n // NC) * -(-k // KC))
+    return ClaimedPlan(threads, blocks, rows, m, -(-n // NC) * -(-k // kc))
 
 
 

@@ -29,10 +29,10 @@ from llvmlite import ir
 from fgrad.core.dtypes import dtypes
 from fgrad.core.ir import Eqn
 from fgrad.lower.llvm import target
-from fgrad.lower.llvm.gemm.native import (GEMM_TYPES, I1, I64, I8P, KC, MC_TARGET, NC,
+from fgrad.lower.llvm.gemm.native import (GEMM_TYPES, I1, I64, I8P, MC_TARGET, NC,
                                           RESIDUAL_MODES, _c, _libc, _loop, _smin,
                                           aligned_alloc, micro_args, routine_prefix,
-                                          shared_routines, tile_shape)
+                                          shared_routines, slice_depth, tile_shape)
 from fgrad.lower.kernel.ir import Kernel
 from fgrad.lower.llvm.gemm.claimed import ClaimedPlan, claimed_blocks, emit_claimed
 from fgrad.lower.llvm.gemm.conv_pack import GEOMETRY, conv_pack_type, render_conv_pack
@@ -70,7 +70,7 @@ def driver_dims(d: GemmDims, size: int, row_scale: int,
     lhs_strides, rhs_strides = d.lhs.batch_strides, d.rhs.batch_strides
     if pairs:
         k, lhs_ld, rhs_ld, lhs_strides, rhs_strides = pair_sizes(d)
-    kc = min(KC, max(k, 1))
+    kc = min(slice_depth(size, image=patches is not None, pairs=pairs), max(k, 1))
     nc = min(NC, -(-d.n // nr) * nr)
     geometry = [0] * len(GEOMETRY)
     if patches is not None:

@@ -37,7 +37,7 @@ from fgrad.lower.llvm.gemm.claimed import ClaimedPlan, claimed_plan, split_rows
 from fgrad.lower.llvm.gemm.pairs import pair_sizes
 from fgrad.lower.llvm.gemm.scratch import is_null, record_failure
 from fgrad.lower.llvm.gemm.native import (I64, KC, NC, _c, _libc, _loop, _smin,
-                                          aligned_alloc, routine_prefix, tile_shape,
+                                          aligned_alloc, slice_depth, routine_prefix, tile_shape,
                                           uses_native_gemm)
 from fgrad.lower.kernel.streaming import cache_bytes
 from fgrad.lower.schedule.gemm_layout import PAIRS_PARAM, gemm_dims
@@ -109,10 +109,11 @@ def prepack_plan(eqn: Eqn) -> PrepackPlan | ClaimedPlan | None:
     packed = dims.k * -(-dims.n // nr) * nr
     if dims.m * row_flops < blas.MIN_SPLIT_FLOPS:
         return None
+    kc = slice_depth(size, image="rhs_patches" in eqn.params, pairs=pairs)
     if not (ENABLED or shared_b_pays()):
         depth = pair_sizes(dims)[0] if pairs else dims.k   # the driver's k
-        return claimed_plan(dims.m, dims.n, depth, mr, row_flops, blas.MIN_CHUNK_FLOPS) \
-            if claimed.ENABLED else None
+        return claimed_plan(dims.m, dims.n, depth, mr, row_flops, blas.MIN_CHUNK_FLOPS,
+                            kc) if claimed.ENABLED else None
     # a shared B is packed from a stored B (not an image), each bfloat16 pairs B per thread
     if "rhs_patches" in eqn.params or pairs or packed * size > MAX_PACKED_BYTES:
         return None
@@ -120,7 +121,7 @@ def prepack_plan(eqn: Eqn) -> PrepackPlan | ClaimedPlan | None:
     chunks = -(-dims.m // rows)
     if chunks < 2:
         return None
-    units = -(-dims.k // min(KC, dims.k)) * -(-dims.n // PACK_COLS)
+    units = -(-dims.k // min(kc, dims.k)) * -(-dims.n // PACK_COLS)
     return PrepackPlan(units, chunks, rows, dims.m, packed)
 
 
