@@ -143,8 +143,9 @@ def gemm_library() -> str:
 
 @_overridable("amx")
 def amx() -> bool:
-    """Whether bfloat16 products may run on AMX tiles where the CPU has them (llvm; AMX
-    treats subnormal bfloat16 values as zero). FGRAD_AMX=0 keeps the float32 GEMM."""
+    """Whether bfloat16 products may run in pairs of k steps where the CPU has AMX tiles,
+    or AVX512_BF16 at full rate (AMD Zen 4; llvm; both treat subnormal bfloat16 values as
+    zero). FGRAD_AMX=0 keeps the float32 GEMM between conversions."""
     return _env_flag("FGRAD_AMX", "1")
 
 

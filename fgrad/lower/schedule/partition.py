@@ -536,7 +536,7 @@ def pp_gemm(step: GemmStep, names: _Names) -> str:
     how = "(BLAS)" if patches is None else \
         f"(implicit GEMM: rhs {patches!r} of {names(step.eqn.inputs[1])})"
     if step.eqn.params.get(PAIRS_PARAM):
-        how = "(bfloat16 operands in pairs of k steps: AMX tiles)"
+        how = "(bfloat16 operands in pairs of k steps: AMX tiles or vdpbf16ps)"
     shared = step.eqn.params.get("broadcast_operands", (None, None))
     for side, read in zip(("lhs", "rhs"), shared):
         if read is not None:

@@ -16,8 +16,9 @@ from fgrad.lower.schedule.gemm_layout import GemmDims, MatrixView
 
 BF16 = ml_dtypes.bfloat16
 RNG = np.random.default_rng(11)
-needs_amx = pytest.mark.skipif(not host_has_pairs(), reason="no AMX-BF16 on this CPU")
-AMX_NOTE = "AMX tiles"
+needs_amx = pytest.mark.skipif(not host_has_pairs(),
+                               reason="no AMX-BF16 or fast AVX512_BF16 on this CPU")
+AMX_NOTE = "pairs of k steps"
 
 
 def _dims(k: int, lhs: MatrixView, rhs: MatrixView) -> GemmDims:

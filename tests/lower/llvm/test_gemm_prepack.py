@@ -8,6 +8,8 @@ and 3 threads (the pool claims packing units and row chunks in any interleaving)
 """
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 
@@ -149,3 +151,28 @@ def test_slice_depth_follows_the_caches(monkeypatch, l1, l2, size, depth):
     assert slice_depth.__wrapped__(size) == depth
     assert slice_depth.__wrapped__(size, image=True) == KC     # the conv pack's stack arrays
     assert slice_depth.__wrapped__(size, pairs=True) == KC
+
+
+
+@pytest.mark.parametrize("m", [256, 1000, 1024, 2048, 37])
+def test_row_chunks_share_the_tiles_evenly(m: int) -> None:
+    """Chunks cover the rows in order, differ by at most one MR tile, the larger first, and
+    come in a multiple of the threads, so chunks claimed in turn give each thread as many
+    tiles as the others, within one."""
+    a, b = np.ones((m, 784), np.float32), np.ones((784, 512), np.float32)
+    plan = prepack_plan(dot_eqn(lambda x, y: x @ y, a, b)[1])
+    if plan is None:
+        return
+    if not isinstance(plan, prepack.PrepackPlan):
+        pytest.skip("this host claims row blocks per panel (gemm/claimed.py)")
+    bounds = [plan.chunk_rows(c) for c in range(plan.row_chunks)]
+    assert bounds[0][0] == 0 and bounds[-1][1] == m
+    assert all(hi == lo for (_, hi), (lo, _) in zip(bounds, bounds[1:]))
+    tiles = [-(-(hi - lo) // plan.tile_rows) for lo, hi in bounds]
+    assert max(tiles) - min(tiles) <= 1 and tiles == sorted(tiles, reverse=True)
+    assert max(hi - lo for lo, hi in bounds) <= plan.rows_per
+    threads = max(2, os.cpu_count() or 1)
+    if plan.row_chunks < -(-m // plan.tile_rows):
+        assert plan.row_chunks % threads == 0
+    turns = [sum(tiles[t::threads]) for t in range(threads)]
+    assert max(turns) - min(turns) <= 1

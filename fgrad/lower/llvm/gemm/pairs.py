@@ -1,4 +1,4 @@
-"""bfloat16 products on AMX: the GEMM over pairs of k steps, in tile registers.
+"""bfloat16 products on AMX or AVX512_BF16: the GEMM over pairs of k steps.
 
 In: a float32 dot_general whose operands are bfloat16 arrays (the schedule folded their
 conversions into it and marked it `bf16_pairs`, schedule/gemm_layout.py). Out: the same
@@ -14,6 +14,9 @@ treats subnormal inputs and results as zero (it ignores MXCSR).
 AVX512_BF16's `vdpbf16ps` was measured first on the machine this was built on (a 2-core
 Intel Xeon with AMX): 1.86 G instructions/s on one core, half the rate of float32 FMAs
 (7.5 G/s), so a pairs GEMM on it ran at 0.6x the float32 GEMM's speed; AMX is used instead.
+On AMD's Zen 4, which has no AMX, it runs at the float32 FMA's rate, and the micro-kernel is
+`vdpbf16ps` alone (`_dot_products`): 1024^3 at 1.9x the float32 GEMM's speed there. Like AMX
+it reads and writes subnormal values as zero and rounds to nearest.
 
 Packing, in words: A's slivers of 32 rows are stored row by row (a tile row is 16 pairs of
 one matrix row), B's slivers of 32 columns pair by pair (a tile row is one pair step of 16
@@ -40,6 +43,7 @@ from fgrad.lower.schedule.gemm_layout import GemmDims, gemm_dims
 I16 = ir.IntType(16)
 I32 = ir.IntType(32)
 TILE_PAIRS = 16    # pairs of k per tile step (a tile row: 64 bytes)
+PASSES = ((0, 12), (12, 12), (24, 8))   # (first row, rows) of vdpbf16ps's passes over a tile
 _ARCH_REQ_XCOMP_PERM, _XFEATURE_XTILEDATA, _SYS_ARCH_PRCTL = 0x1023, 18, 158
 
 
@@ -64,22 +68,31 @@ AMX, BFLOAT = NamedType("x86_amx"), NamedType("bfloat")
 
 
 @functools.cache
-def host_has_pairs() -> bool:
-    """Whether bfloat16 products run on AMX here: the CPU has AMX-BF16 (and AVX512_BF16)
-    and the kernel lets this process use its tile registers (Linux asks each process to
-    request them once; the request is made here, the first time a program could use
-    them)."""
+def host_pairs_kind() -> str | None:
+    """How bfloat16 products run in pairs here: "amx" where the CPU has AMX-BF16 (and
+    AVX512_BF16) and the kernel lets this process use its tile registers (Linux asks each
+    process to request them once; the request is made here, the first time a program could
+    use them); "dot" on an AMD CPU with AVX512_BF16 and 512-bit vectors, whose `vdpbf16ps`
+    runs at the float32 FMA's rate (Zen 4); None elsewhere (Intel's runs at half that rate
+    on the Xeon this was measured on: module docstring)."""
     flags = target.features().split(",")
-    needed = ("+amx-bf16", "+amx-tile", "+avx512bf16")   # the last: a k-slice's last pairs
-    if any(f not in flags for f in needed) or target.vector_bits() != 512:
-        return False
+    if "+avx512bf16" not in flags or target.vector_bits() != 512:
+        return None
+    if "+amx-bf16" not in flags or "+amx-tile" not in flags:
+        return "dot" if target.cpu_name().startswith("znver") else None
     if not sys.platform.startswith("linux"):
-        return False
+        return None
     try:
         libc = ctypes.CDLL(None, use_errno=True)
-        return libc.syscall(_SYS_ARCH_PRCTL, _ARCH_REQ_XCOMP_PERM, _XFEATURE_XTILEDATA) == 0
+        granted = libc.syscall(_SYS_ARCH_PRCTL, _ARCH_REQ_XCOMP_PERM, _XFEATURE_XTILEDATA) == 0
     except (OSError, AttributeError):
-        return False
+        return None
+    return "amx" if granted else None
+
+
+def host_has_pairs() -> bool:
+    """Whether bfloat16 products run in pairs of k steps here (`host_pairs_kind`)."""
+    return host_pairs_kind() is not None
 
 
 def pairs_fit(d: GemmDims) -> bool:
@@ -105,10 +118,13 @@ def pair_sizes(d: GemmDims) -> tuple[int, int, int, tuple[int, ...], tuple[int, 
 def tile_products(b: ir.IRBuilder, kc: ir.Value, slivers: tuple[ir.Value, ir.Value],
                   scratch: ir.Value, lanes: int) -> list[list[ir.Value]]:
     """The 32 x 32 sums of one A sliver (32 rows x kc pairs, row by row) times one B sliver
-    (kc pairs x 32 columns) as 32 rows of two float32 vectors: steps of 16 pairs through
-    four AMX tiles (stored to `scratch`, 32 x 32 floats, and loaded back as vectors), then
-    the pairs left (kc mod 16) with `vdpbf16ps` on the vectors (tiles of other shapes
-    would need registers of their own: AMX has 8)."""
+    (kc pairs x 32 columns) as 32 rows of two float32 vectors: on AMX (`host_pairs_kind`)
+    steps of 16 pairs through four AMX tiles (stored to `scratch`, 32 x 32 floats, and
+    loaded back as vectors), then the pairs left (kc mod 16) with `vdpbf16ps` on the vectors
+    (tiles of other shapes would need registers of their own: AMX has 8); elsewhere
+    `vdpbf16ps` alone (`_dot_products`)."""
+    if host_pairs_kind() != "amx":
+        return _dot_products(b, kc, slivers, scratch, lanes)
     zero = _libc(b.module, "llvm.x86.tilezero.internal", AMX, [I16, I16])
     fn, before = b.function, b.block
     head, body, done = (fn.append_basic_block(f"t.{s}") for s in ("head", "body", "done"))
@@ -139,6 +155,30 @@ def tile_products(b: ir.IRBuilder, kc: ir.Value, slivers: tuple[ir.Value, ir.Val
     accs = [[b.load(b.bitcast(b.gep(scratch, [c64(32 * r + lanes * v)]), vp), align=64)
              for v in range(32 // lanes)] for r in range(32)]
     return _vector_tail(b, kc, slivers, p, accs, lanes)
+
+
+def _dot_products(b: ir.IRBuilder, kc: ir.Value, slivers: tuple[ir.Value, ir.Value],
+                  scratch: ir.Value, lanes: int) -> list[list[ir.Value]]:
+    """`tile_products` with `vdpbf16ps` only: passes of 12, 12 and 8 rows over the whole kc
+    (24 accumulators, the B sliver's two vectors and a broadcast fit the 32 registers; 32
+    rows at once would spill), each pass's sums stored to `scratch` and the tile loaded
+    back as vectors."""
+    a, bp = slivers
+    vt = ir.VectorType(ir.FloatType(), lanes)
+    zero = ir.Constant(vt, [0.0] * lanes)
+    vectors = 32 // lanes
+    vp = vt.as_pointer()
+
+    def row_vector(r: int, v: int) -> ir.Value:
+        return b.bitcast(b.gep(scratch, [c64(32 * r + lanes * v)]), vp)
+    for first, height in PASSES:
+        part = (b.gep(a, [b.mul(kc, c64(first))]), bp)
+        start = [[zero] * vectors for _ in range(height)]
+        sums = _vector_tail(b, kc, part, c64(0), start, lanes)
+        for r, row in enumerate(sums):
+            for v, value in enumerate(row):
+                b.store(value, row_vector(first + r, v), align=64)
+    return [[b.load(row_vector(r, v), align=64) for v in range(vectors)] for r in range(32)]
 
 
 def _tile_step(b: ir.IRBuilder, kc: ir.Value, slivers: tuple[ir.Value, ir.Value],

@@ -54,19 +54,31 @@ NO_BLOCK = 1   # the scratch slot's value when the packed B could not be allocat
 @dataclass(frozen=True)
 class PrepackPlan:
     """The chunks of a prepacked gemm call: `units` packing units, then `row_chunks` chunks
-    of `rows_per` of the `m` output rows; `packed_elems` elements of packed B."""
+    of the `m` output rows, at most `rows_per` each; `packed_elems` elements of packed B.
+    The row chunks share the MR-row tiles (`tile_rows`) evenly, the larger ones first
+    (`chunk_rows`), and their count is a multiple of the threads: with chunks of one size
+    (the last one short) claimed in turn, one thread took a chunk more than the other
+    (256 rows at MR = 12: 12 tiles against 10)."""
 
     units: int
     row_chunks: int
     rows_per: int
     m: int
     packed_elems: int
+    tile_rows: int
 
     @property
     def chunking(self) -> tuple[int, int, int]:
         """The call's (chunk count, size, extent) for threads.render_part: one unit each."""
         count = self.units + self.row_chunks
         return count, 1, count
+
+    def chunk_rows(self, chunk: int) -> tuple[int, int]:
+        """Rows [lo, hi) of row chunk `chunk` (as the call site computes them)."""
+        tiles = -(-self.m // self.tile_rows)
+        q, r = divmod(tiles, self.row_chunks)
+        lo = chunk * q + min(chunk, r)
+        return lo * self.tile_rows, min((lo + q + (chunk < r)) * self.tile_rows, self.m)
 
     def describe(self, name: str) -> str:
         """One line for `threads.describe_threads`."""
@@ -117,12 +129,14 @@ def prepack_plan(eqn: Eqn) -> PrepackPlan | ClaimedPlan | None:
     # a shared B is packed from a stored B (not an image), each bfloat16 pairs B per thread
     if "rhs_patches" in eqn.params or pairs or packed * size > MAX_PACKED_BYTES:
         return None
-    _, rows = split_rows(dims.m, mr, row_flops, blas.MIN_CHUNK_FLOPS)
-    chunks = -(-dims.m // rows)
+    threads, rows = split_rows(dims.m, mr, row_flops, blas.MIN_CHUNK_FLOPS)
+    tiles = -(-dims.m // mr)
+    chunks = -(-tiles // (rows // mr))
     if chunks < 2:
         return None
+    chunks = min(tiles, -(-chunks // threads) * threads)
     units = -(-dims.k // min(kc, dims.k)) * -(-dims.n // PACK_COLS)
-    return PrepackPlan(units, chunks, rows, dims.m, packed)
+    return PrepackPlan(units, chunks, -(-tiles // chunks) * mr, dims.m, packed, mr)
 
 
 def render_prepack(module: ir.Module, ft: ir.Type, size: int, dims_names: tuple[str, ...]
@@ -199,8 +213,7 @@ def emit_units(b: ir.IRBuilder, plan: PrepackPlan, ft: ir.Type, size: int,
             with rows:
                 b.call(wait, [b.gep(line, [_c(DONE_SLOT)], inbounds=True), _c(plan.units)])
                 block = packed_b()
-                lo = b.mul(b.sub(u, _c(plan.units)), _c(plan.rows_per))
-                hi = _smin(b, b.add(lo, _c(plan.rows_per)), _c(plan.m))
+                lo, hi = _chunk_rows(b, plan, b.sub(u, _c(plan.units)))
                 with b.if_then(packed(block)):
                     b.call(driver, [dims, out, lhs, rhs, lo, hi, thunk, ctx, block])
                 finished = b.gep(line, [_c(FINISHED_SLOT)], inbounds=True)
@@ -210,3 +223,13 @@ def emit_units(b: ir.IRBuilder, plan: PrepackPlan, ft: ir.Type, size: int,
                     b.call(free, [b.bitcast(block, ir.IntType(8).as_pointer())])
     _loop(b, start, stop, 1, unit, "unit")
 
+
+def _chunk_rows(b: ir.IRBuilder, plan: PrepackPlan, chunk: ir.Value
+                ) -> tuple[ir.Value, ir.Value]:
+    """`plan.chunk_rows(chunk)` computed at run time."""
+    q, r = divmod(-(-plan.m // plan.tile_rows), plan.row_chunks)
+    below = b.icmp_signed("<", chunk, _c(r))
+    lo = b.add(b.mul(chunk, _c(q)), _smin(b, chunk, _c(r)))
+    hi = b.add(b.add(lo, _c(q)), b.zext(below, I64))
+    return (b.mul(lo, _c(plan.tile_rows)),
+            _smin(b, b.mul(hi, _c(plan.tile_rows)), _c(plan.m)))
