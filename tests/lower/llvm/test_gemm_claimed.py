@@ -34,9 +34,8 @@ RNG = np.random.default_rng(17)
 
 @pytest.fixture(autouse=True)
 def claimed_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
-    """These tests cover claimed blocks, whichever way this host decides."""
+    """These tests cover claimed blocks (the default)."""
     monkeypatch.setattr(prepack, "ENABLED", None)
-    monkeypatch.setattr(prepack, "shared_b_pays", lambda: False)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -85,7 +84,8 @@ def test_claimed_plans() -> None:
     assert blas.gemm_chunking(eqn) == plan.chunking == (plan.threads, 1, plan.threads)
     assert plan.rows_per % 12 == 0 or plan.rows_per % 6 == 0     # whole MR tiles
     assert plan.rows_per * (plan.blocks - 1) < 256 <= plan.rows_per * plan.blocks
-    assert plan.panels == -(-784 // slice_depth(4)) and plan.scratch_elems == plan.panels * 8 + plan.blocks
+    assert plan.panels == -(-784 // slice_depth(4))
+    assert plan.scratch_elems == plan.panels * 8 + plan.blocks
     assert "claimed per B panel" in describe(closed.jaxpr)
     lhs, rhs = np.ones((4, 256, 784), np.float32), np.ones((4, 784, 512), np.float32)
     assert prepack_plan(dot_eqn(lambda x, y: x @ y, lhs, rhs)[1]) is None  # batched
@@ -93,6 +93,22 @@ def test_claimed_plans() -> None:
     assert prepack_plan(dot_eqn(lambda x, y: x @ y, small, small)[1]) is None
     wide = claimed_plan(2048, 2 * NC + 1, 3 * KC, 12, 2 * (2 * NC + 1) * 3 * KC, 1 << 21)
     assert wide is not None and wide.panels == 3 * 3 and wide.rows_per <= 144
+
+
+@pytest.mark.parametrize("m", [256, 1000, 1024, 2048, 100])
+def test_block_counts_come_in_multiples_of_the_threads(m: int) -> None:
+    """Blocks claimed in turn give each thread the same share of the MR tiles, within one
+    (the driver shares the tiles evenly among the blocks, larger ones first:
+    `claimed.block_rows`)."""
+    plan = claimed_plan(m, 512, 784, 12, 2 * 512 * 784, 1 << 21)
+    assert plan is not None
+    tiles, threads = -(-m // 12), plan.threads
+    assert plan.rows_per % 12 == 0 and plan.blocks == -(-m // plan.rows_per)
+    assert -(-tiles // plan.blocks) * 12 == plan.rows_per     # the largest block
+    q, r = divmod(tiles, plan.blocks)
+    sizes = [q + (i < r) for i in range(plan.blocks)]
+    turns = [sum(sizes[t::threads]) for t in range(threads)]
+    assert max(turns) - min(turns) <= 1
 
 
 def test_switched_off_keeps_the_plain_split(monkeypatch: pytest.MonkeyPatch) -> None:

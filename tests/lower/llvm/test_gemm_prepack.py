@@ -28,18 +28,16 @@ RNG = np.random.default_rng(11)
 
 @pytest.fixture(autouse=True)
 def shared_b(monkeypatch):
-    """These tests cover the shared packed B, whichever way this host decides
-    (`prepack.shared_b_pays`)."""
+    """These tests cover the shared packed B (`prepack.ENABLED` True; the default claims
+    row blocks: gemm/claimed.py)."""
     monkeypatch.setattr(prepack, "ENABLED", True)
 
 
 @pytest.fixture(params=["shared", "claimed"])
 def split_mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """The shared packed B, or claimed row blocks (gemm/claimed.py), whichever way this
-    host decides."""
+    """The shared packed B, or claimed row blocks (gemm/claimed.py, the default)."""
     if request.param == "claimed":
         monkeypatch.setattr(prepack, "ENABLED", None)
-        monkeypatch.setattr(prepack, "shared_b_pays", lambda: False)
     return request.param
 
 
@@ -124,16 +122,11 @@ def test_concurrent_calls_pack_their_own_b(split_mode: str) -> None:
     assert len(errors) == 40 and max(errors) < 1e-3
 
 
-def test_the_host_decides_by_its_l2(monkeypatch):
+def test_products_claim_row_blocks_by_default(monkeypatch):
     monkeypatch.setattr(prepack, "ENABLED", None)
     closed, eqn = dot_eqn(lambda a, b: a @ b, np.ones((256, 784), np.float32),
                            np.ones((784, 512), np.float32))
-    plan = prepack_plan(eqn)
-    assert isinstance(plan, prepack.PrepackPlan) == prepack.shared_b_pays()
-    assert isinstance(plan, ClaimedPlan) == (not prepack.shared_b_pays())
-    l2 = prepack.cache_bytes(2)
-    if l2 is not None:
-        assert prepack.shared_b_pays() == (l2 < KC * NC * 4)
+    assert isinstance(prepack_plan(eqn), ClaimedPlan)
 
 
 @pytest.mark.parametrize("l1,l2,size,depth", [

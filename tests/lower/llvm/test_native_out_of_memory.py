@@ -100,7 +100,6 @@ def matmul_case(mode, m):
         prepack.ENABLED = True
     elif mode == "claimed":
         prepack.ENABLED = None
-        prepack.shared_b_pays = lambda: False
     else:
         prepack.ENABLED = False
     big = (rng.standard_normal((m, 512)), rng.standard_normal((512, 2048)))

@@ -1,7 +1,7 @@
 """A split GEMM whose threads claim row blocks as they go, each over its own B panels.
 
-In: an unbatched product that splits over the pool on a host where each thread packing its
-own B panel is faster than sharing one (`prepack.shared_b_pays` is False). Out: its plan
+In: an unbatched product that splits over the pool (each thread packing its own B panel
+measured faster than sharing one on both hosts: `prepack.ENABLED`). Out: its plan
 (`claimed_plan`: one chunk per thread, rows in blocks), the call site's body that runs a
 thread's part (`emit_claimed`), and the driver's loop over the blocks of one panel
 (`claimed_blocks`).
@@ -30,7 +30,7 @@ from typing import Callable
 
 from llvmlite import ir
 
-from fgrad.lower.llvm.gemm.native import I64, KC, MC_TARGET, NC, _c, _libc, _loop
+from fgrad.lower.llvm.gemm.native import I64, KC, MC_TARGET, NC, _c, _libc, _loop, _smin
 
 ROW_BLOCKS_PER_THREAD = 4
 LINE = 8                     # i64 per cache line: one panel counter each
@@ -82,9 +82,10 @@ def claimed_plan(m: int, n: int, k: int, mr: int, row_flops: int,
     """The claimed split of an m x n x k product with MR-row tiles and `kc`-deep slices
     (the driver's), or None when it would have fewer than two row blocks."""
     threads, rows = split_rows(m, mr, row_flops, min_chunk_flops)
-    blocks = -(-m // rows)
-    even = -(-m // blocks)                      # the same count, sizes evened out
-    rows = -(-even // mr) * mr
+    tiles = -(-m // mr)
+    blocks = -(-tiles // (rows // mr))
+    blocks = min(tiles, -(-blocks // threads) * threads)   # claimed in turn: even shares
+    rows = -(-tiles // blocks) * mr         # the largest block (the driver's `block_rows`)
     blocks = -(-m // rows)
     if blocks < 2 or k < 1:
         return None
@@ -134,13 +135,15 @@ def emit_claimed(b: ir.IRBuilder, plan: ClaimedPlan, call: tuple[ir.Value, ...],
 def claimed_blocks(b: ir.IRBuilder, claims: ir.Value, d: dict[str, ir.Value],
                    jc: ir.Value, pc: ir.Value, rows: tuple[ir.Value, ir.Value],
                    local: ir.Value, pack_panel: Callable[[], ir.Value],
-                   row_block: Callable[[ir.Value, ir.Value], None]) -> None:
+                   row_block: Callable[[ir.Value, ir.Value, ir.Value], None],
+                   tile_rows: int) -> None:
     """The driver's loop over the row blocks of panel (jc, pc) in rows [lo, hi) that this
     thread claims (module docstring): `claims` the counters' address (i64), or 0 for the
     plain split, whose thread takes every block of its rows through the same loop (one copy
     of the block's code) with `local` (two i64 of its stack: a counter, and a mark that is
     never below the panel index); `pack_panel()` packs this panel and returns it,
-    `row_block(ic, panel)` computes rows [ic, ic + mc) of it."""
+    `row_block(ic, rows, panel)` computes rows [ic, ic + rows) of it. The blocks, at most
+    mc rows, share the `tile_rows`-row tiles evenly, larger ones first (`block_rows`)."""
     counted = b.icmp_signed("!=", claims, _c(0))
     base = b.inttoptr(claims, I64.as_pointer())
     mc = d["mc"]
@@ -157,8 +160,27 @@ def claimed_blocks(b: ir.IRBuilder, claims: ir.Value, d: dict[str, ir.Value],
     first = b.atomic_rmw("add", counter, _c(1), "monotonic")
     with b.if_then(b.icmp_signed("<", first, blocks)):
         panel = pack_panel()
-        _claim_loop(b, (first, blocks, counted), counter, progress, panel_index,
-                    lambda block: row_block(b.add(lo, b.mul(block, mc)), panel))
+        def compute(block: ir.Value) -> None:
+            start, stop = block_rows(b, block, blocks, rows, tile_rows)
+            row_block(start, b.sub(stop, start), panel)
+        _claim_loop(b, (first, blocks, counted), counter, progress, panel_index, compute)
+
+
+def block_rows(b: ir.IRBuilder, block: ir.Value, blocks: ir.Value,
+               rows: tuple[ir.Value, ir.Value], tile_rows: int) -> tuple[ir.Value, ir.Value]:
+    """Rows [start, stop) of `block` of `blocks` in rows [lo, hi): the ceil((hi - lo) /
+    tile_rows) tiles shared evenly, the first ones a tile larger. Blocks of mc rows with a
+    short last one, claimed in turn, gave one thread a block more (256 rows, MR = 12, 36-row
+    blocks: 12 tiles against 10)."""
+    lo, hi = rows
+    tiles = b.sdiv(b.add(b.sub(hi, lo), _c(tile_rows - 1)), _c(tile_rows))
+    q, r = b.sdiv(tiles, blocks), b.srem(tiles, blocks)
+
+    def first_tile(i: ir.Value) -> ir.Value:
+        return b.add(b.mul(i, q), _smin(b, i, r))
+    start = b.add(lo, b.mul(first_tile(block), _c(tile_rows)))
+    stop = b.add(lo, b.mul(first_tile(b.add(block, _c(1))), _c(tile_rows)))
+    return start, _smin(b, stop, hi)
 
 
 def _claim_loop(b: ir.IRBuilder, claimed: tuple[ir.Value, ir.Value, ir.Value],

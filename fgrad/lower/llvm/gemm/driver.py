@@ -204,8 +204,7 @@ class _Driver:
                 last = b.icmp_signed(">=", b.add(pc, kc), k)
                 mode = b.select(last, d["epi_mode"], _c(0))
 
-                def row_block(ic: ir.Value, panel: ir.Value) -> None:
-                    mc = _smin(b, d["mc"], b.sub(hi, ic))
+                def row_block(ic: ir.Value, mc: ir.Value, panel: ir.Value) -> None:
                     b.call(self.pack_a, [apack, x, d["lhs_ld"], ic, b.add(ic, mc), pc, kc])
                     b.call(self.tiles, [kc, apack, panel, c, n, mc, nc, first, mode, out2,
                                         bias, residual, ic, jc])
@@ -216,7 +215,7 @@ class _Driver:
                 # gemm/claimed.py: blocks claimed from the call's counters, or (claims 0)
                 # all of [lo, hi) by this thread
                 claimed_blocks(b, d["claims"], d, jc, pc, (lo, hi), self.local, pack_panel,
-                               row_block)
+                               row_block, self.mr)
             _loop(b, _c(0), k, d["kc"], k_slice, "pc")
         _loop(b, _c(0), n, d["nc"], col_block, "jc")
 

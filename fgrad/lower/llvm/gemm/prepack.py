@@ -26,7 +26,6 @@ itself done, skipping its packing or its rows, so no thread waits for ever.
 """
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 
 from llvmlite import ir
@@ -36,16 +35,21 @@ from fgrad.lower.llvm.gemm import claimed
 from fgrad.lower.llvm.gemm.claimed import ClaimedPlan, claimed_plan, split_rows
 from fgrad.lower.llvm.gemm.pairs import pair_sizes
 from fgrad.lower.llvm.gemm.scratch import is_null, record_failure
-from fgrad.lower.llvm.gemm.native import (I64, KC, NC, _c, _libc, _loop, _smin,
+from fgrad.lower.llvm.gemm.native import (I64, NC, _c, _libc, _loop, _smin,
                                           aligned_alloc, slice_depth, routine_prefix, tile_shape,
                                           uses_native_gemm)
-from fgrad.lower.kernel.streaming import cache_bytes
 from fgrad.lower.schedule.gemm_layout import PAIRS_PARAM, gemm_dims
 
 PACK_COLS = 128          # columns of B per packing unit (divides NC, a multiple of NR)
 MAX_PACKED_BYTES = 1 << 28     # a larger B keeps the driver's own per-chunk packing
-# measurement switch (bench/A-B): True / False force shared / per-thread packing; None: by
-# host (per-thread packing claims its row blocks: gemm/claimed.py, unless that is switched off)
+# measurement switch (bench/A-B): None (default) lets each thread pack its own B panels and
+# claim row blocks (gemm/claimed.py, unless that is switched off); True shares one packed B
+# (this module); False keeps the plain split. Own panels measured faster on both hosts since
+# the claimed split exists: a 2-core Xeon (2 MiB L2 per core; medians of 15 rounds, shared vs
+# own: 256x784x512 0.797 vs 0.642 ms, 1024^3 6.16 vs 5.88, 2048^3 51.8 vs 48.2, 128^3 0.047
+# vs 0.032) and a 2-core Zen 4 (1 MiB L2; in one process against JAX: 24x784x512 448 vs 188
+# us, 256^3 0.261 vs 0.190 ms, 1024^3 10.66 vs 10.39, 2048^3 83.9 vs 84.5, W5's step 5.74 vs
+# 5.51). The shared B was built for an earlier EPYC VM against the plain split (design.md).
 ENABLED: bool | None = None
 SCRATCH_SLOT, FINISHED_SLOT, DONE_SLOT = 2, 3, 8   # i64 slots of the call's state line
 NO_BLOCK = 1   # the scratch slot's value when the packed B could not be allocated
@@ -86,24 +90,10 @@ class PrepackPlan:
                 f"in {self.units} units)")
 
 
-@functools.cache
-def shared_b_pays() -> bool:
-    """Whether products share one packed B on this host: where a core's L2 cannot hold a
-    thread's own B panel (KC x NC float32, 2 MiB). Where it can, each thread packing its
-    own copy into its own L2 measured faster: on a 2-core Xeon (2 MiB L2 per core), the
-    shared B (half of it packed on, and read from, the other core's L2) against per-thread
-    copies, in one process, medians of 15 rounds: 256x784x512 0.797 vs 0.642 ms, 1024^3
-    6.16 vs 5.88, 2048^3 51.8 vs 48.2, 128^3 0.047 vs 0.032. The shared B was built for
-    the 2-core EPYC VM of earlier sessions (1 MiB L2), where it measured faster (design.md).
-    Unknown cache sizes keep it."""
-    l2 = cache_bytes(2)
-    return l2 is None or l2 < KC * NC * 4
-
-
 def prepack_plan(eqn: Eqn) -> PrepackPlan | ClaimedPlan | None:
-    """How the call of `eqn` splits with B packed once, or, where each thread packing its
-    own B panels pays (not `shared_b_pays`), with row blocks claimed per panel
-    (gemm/claimed.py; also an unbatched implicit GEMM's and a bfloat16 pairs product's);
+    """How the call of `eqn` splits: by default with row blocks claimed per B panel, each
+    thread packing its own (gemm/claimed.py; also an unbatched implicit GEMM's and a
+    bfloat16 pairs product's), or with B packed once (`ENABLED` True);
     None: not fgrad's own GEMM, a batched product, too little work to split
     (blas.MIN_SPLIT_FLOPS; a row chunk holds at least blas.MIN_CHUNK_FLOPS), or, for a
     shared B, a B too large to copy, read from an image or in bfloat16 pairs: the plain
@@ -122,7 +112,7 @@ def prepack_plan(eqn: Eqn) -> PrepackPlan | ClaimedPlan | None:
     if dims.m * row_flops < blas.MIN_SPLIT_FLOPS:
         return None
     kc = slice_depth(size, image="rhs_patches" in eqn.params, pairs=pairs)
-    if not (ENABLED or shared_b_pays()):
+    if ENABLED is None:
         depth = pair_sizes(dims)[0] if pairs else dims.k   # the driver's k
         return claimed_plan(dims.m, dims.n, depth, mr, row_flops, blas.MIN_CHUNK_FLOPS,
                             kc) if claimed.ENABLED else None
