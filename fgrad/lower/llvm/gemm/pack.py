@@ -120,24 +120,32 @@ class _Pack:
         along_k = (side == "a") != trans
         count = b.sdiv(b.add(b.sub(limit, first), c64(self.width - 1)), c64(self.width))
 
-        def sliver(t: ir.Value) -> None:
-            start = b.add(first, b.mul(t, c64(self.width)))
-            out = b.gep(dest, [b.mul(t, b.mul(kc, c64(self.width)))], inbounds=True)
-            valid = b.sub(limit, start)
-            if along_k:   # whole blocks of steps, then the rest one by one
-                done = self._transposed_blocks(b, out, read, start, ld, kc, valid)
-                loop(b, done, kc, 1, lambda p: self._step_scalars(b, out, read, start, limit, p),
-                     "pt")
-                return
-            whole = b.icmp_signed("<=", b.add(start, c64(self.width)), limit)
-            with b.if_else(whole) as (then, otherwise):
-                with then:
-                    loop(b, c64(0), kc, 1, lambda p: self._step_vector(b, out, read, start, p),
-                         "pk")
-                with otherwise:   # the last sliver, zero-padded
-                    loop(b, c64(0), kc, 1, lambda p: self._step_masked(
-                        b, out, read, start, valid, p), "pm")
-        loop(b, c64(0), count, 1, sliver, "ps")
+        def at(t: ir.Value) -> tuple[ir.Value, ir.Value]:
+            """Sliver t's first column (or row) and its place in `dest`."""
+            return (b.add(first, b.mul(t, c64(self.width))),
+                    b.gep(dest, [b.mul(t, b.mul(kc, c64(self.width)))], inbounds=True))
+
+        def sliver(t: ir.Value) -> None:   # k innermost in storage: whole blocks of steps,
+            start, out = at(t)                # then the rest one by one
+            done = self._transposed_blocks(b, out, read, start, ld, kc, b.sub(limit, start))
+            loop(b, done, kc, 1, lambda p: self._step_scalars(b, out, read, start, limit, p),
+                 "pt")
+        if along_k:
+            loop(b, c64(0), count, 1, sliver, "ps")
+            b.ret_void()
+            return fn
+        whole = b.sdiv(b.sub(limit, first), c64(self.width))
+
+        def step(p: ir.Value) -> None:    # one stored row: every whole sliver's step p
+            def one(t: ir.Value) -> None:
+                start, out = at(t)
+                self._step_vector(b, out, read, start, p)
+            loop(b, c64(0), whole, 1, one, "pw")
+        loop(b, c64(0), kc, 1, step, "pk")
+        with b.if_then(b.icmp_signed("<", whole, count)):   # the last sliver, zero-padded
+            start, out = at(whole)
+            loop(b, c64(0), kc, 1, lambda p: self._step_masked(b, out, read, start,
+                                                               b.sub(limit, start), p), "pm")
         b.ret_void()
         return fn
 
