@@ -51,12 +51,7 @@ ENTRY_TYPE = ir.FunctionType(ir.VoidType(), [I8PP, I64, I64.as_pointer()])
 GENERATION, ENTRY, TABLE, STATE, THREADS, OPEN, SHUTDOWN = range(7)
 INSIDE, SLEEPERS = 8, 16
 CONTROL_WORDS = 24
-# time-stamp counter ticks a worker spins before it sleeps (~4 us at 2.6 GHz). A worker that
-# spins through the gaps between calls is, to Linux's scheduler, as busy as a process that
-# shares its core, so under such a process it ran half the time and the caller did a 256^3
-# product alone: 2.04x slower than quiet with 200_000 ticks (~80 us), 1.24x with 10_000
-# (JAX 1.15-1.38x), for 185 -> 206 us quiet (Zen 4; docs/performance.md).
-SPIN_CYCLES = 10_000
+SPIN_CYCLES = 200_000   # time-stamp counter ticks a worker spins before it sleeps (~80 us)
 SYS_FUTEX, FUTEX_WAIT_PRIVATE, FUTEX_WAKE_PRIVATE = 202, 128, 129   # x86-64 Linux
 SYS_SCHED_YIELD = 24
 YIELD_EVERY = 256   # pauses between yields while the caller waits for workers to leave
