@@ -160,6 +160,7 @@ def claimed_blocks(b: ir.IRBuilder, claims: ir.Value, d: dict[str, ir.Value],
     first = b.atomic_rmw("add", counter, _c(1), "monotonic")
     with b.if_then(b.icmp_signed("<", first, blocks)):
         panel = pack_panel()
+
         def compute(block: ir.Value) -> None:
             start, stop = block_rows(b, block, blocks, rows, tile_rows)
             row_block(start, b.sub(stop, start), panel)
