@@ -13,6 +13,14 @@ of every parameter, then the second moments, then the new parameters, so each pa
 three kernels that each stream its gradient or moments from memory. Merged, each parameter
 is one kernel that reads p, g, m, v once and writes p, m, v (and the biases of equal shape
 share one kernel). Reductions, row-fused kernels and scatters are left where they are.
+
+Then `adjoin_epilogues` brings an elementwise kernel that reads a gemm's product next to
+that gemm, where the llvm backend can run it inside the gemm's call (gemm/native.py
+`epilogue_fits`): Adam's update of a weight reads its gradient, the product of the gemm
+`d.T @ x`, but also the step count's bias corrections, a scalar kernel that program order
+puts after that gemm. Moved ahead of the gemm (it reads nothing the gemm or the steps after
+it write), it lets the update run on each block of the gradient's rows while they are still
+in L2, instead of streaming the gradient back from memory in a kernel of its own.
 """
 from __future__ import annotations
 
@@ -114,6 +122,44 @@ def regroup(g: _Graph, steps: list[Step], realized: set[int]) -> list[Step]:
                                      earlier.reduced + later.reduced)
         del steps[i if position == j else j]  # either way, the next step is now at i
     return _renumbered(steps) if len(steps) < len(before) else steps
+
+
+def adjoin_epilogues(g: _Graph, steps: list[Step], realized: set[int]) -> list[Step]:
+    """`steps` where each gemm's first elementwise reader that is not right after it has been
+    moved there, with the steps it needs ahead of the gemm, where that keeps every step's
+    inputs written before it runs (module docstring)."""
+    steps, reads, moved = list(steps), _Reads(g, realized), False
+    for i in range(len(steps)):
+        gemm = steps[i]
+        if not isinstance(gemm, GemmStep) or i + 1 == len(steps):
+            continue
+        product = id(gemm.outputs[0])
+        if product in reads(steps[i + 1]):
+            continue
+        j = next((j for j in range(i + 2, len(steps)) if product in reads(steps[j])), None)
+        if j is None or _plain(g, steps[j]) is None:
+            continue
+        order = _adjoined(steps, i, j, reads)
+        if order is not None:
+            steps, moved = order, True
+    return _renumbered(steps) if moved else steps
+
+
+def _adjoined(steps: list[Step], i: int, j: int, reads: _Reads) -> list[Step] | None:
+    """The order with step j right after the gemm at i, the steps between them that write
+    what j reads first (each must read nothing written from the gemm on), or None."""
+    wanted = reads(steps[j])
+    needed: list[Step] = []
+    written: set[int] = set()
+    for s in steps[i:j]:
+        if s is not steps[i] and _writes(s) & wanted:
+            if reads(s) & written:
+                return None
+            needed.append(s)
+        else:
+            written |= _writes(s)
+    rest = [s for s in steps[i + 1:j] if all(s is not n for n in needed)]
+    return steps[:i] + needed + [steps[i], steps[j]] + rest + steps[j + 1:]
 
 
 def _renumbered(steps: list[Step]) -> list[Step]:

@@ -125,3 +125,91 @@ def test_merged_kernels_keep_to_the_buffer_limit(jit_backend: str) -> None:
     for got, p, g in zip(new_params, params, grads, strict=True):
         want, _, _ = _numpy_adam(p.astype(np.float64), g.astype(np.float64), 0.0, 0.0, 1)
         np.testing.assert_allclose(got.numpy(), want, rtol=1e-5, atol=1e-6)
+
+
+def _step_names(fn, *arrays) -> list[str]:
+    """The kinds of the schedule's steps in order: 'g' a gemm, 'k' a kernel."""
+    jaxpr = open_jaxpr(fgrad.make_jaxpr(fn)(*arrays))[0]
+    return [s.name[0] for s in schedule(jaxpr).steps]
+
+
+def test_adam_on_weight_gradients_moves_next_to_their_gemms(jit_backend: str) -> None:
+    """Each update reads its gradient d.T @ x and the step count's scalar kernel, which
+    program order places after the gemms: the scalar kernel moves ahead of the first gemm
+    and each update right after its gemm (on llvm, the gemm's epilogue)."""
+    x = RNG.standard_normal((32, 24)).astype(np.float32)
+    ds = [RNG.standard_normal((32, n)).astype(np.float32) for n in (16, 12)]
+    ws = [RNG.standard_normal((n, 24)).astype(np.float32) for n in (16, 12)]
+    opt = optim.Adam(lr=1e-2)
+
+    def step(ws, state, ds, x):
+        grads = [d.T @ x for d in ds]
+        updates, state = opt.update(grads, state, ws)
+        return optim.apply_updates(ws, updates), state
+    tws, tds = [Tensor(w) for w in ws], [Tensor(d) for d in ds]
+    args = (tws, opt.init(tws), tds, Tensor(x))
+    jaxpr = open_jaxpr(fgrad.make_jaxpr(step)(*args))[0]
+    steps = schedule(jaxpr).steps
+    gemms = [i for i, s in enumerate(steps) if s.name.startswith("g")]
+    assert len(gemms) == 2
+    for at, w in zip(gemms, ws, strict=True):
+        update = steps[at + 1]
+        assert isinstance(update, KernelStep) and update.shape == w.shape
+    assert all(isinstance(s, KernelStep) and s.shape == () for s in steps[:gemms[0]])
+    if jit_backend == "llvm":
+        text = fgrad.jit(step).lower(*args).as_text()
+        for at in gemms:
+            assert f"{steps[at].name} + {steps[at + 1].name}: one native call" in text
+    state, want = args[1], [w.astype(np.float64) for w in ws]
+    m = [np.zeros_like(w) for w in want]
+    v = [np.zeros_like(w) for w in want]
+    for t in (1, 2):
+        tws, state = fgrad.jit(step)(tws, state, tds, Tensor(x))
+        for i, d in enumerate(ds):
+            grad = d.astype(np.float64).T @ x
+            want[i], m[i], v[i] = _numpy_adam(want[i], grad, m[i], v[i], t)
+    for got, expected in zip(tws, want, strict=True):
+        np.testing.assert_allclose(got.numpy(), expected, rtol=1e-4, atol=1e-5)
+
+
+def test_no_move_when_a_needed_step_reads_what_the_steps_after_the_gemm_write(
+        jit_backend: str) -> None:
+    """The reader of the first product also needs the second product's sum, which cannot
+    run before the first gemm: the steps keep their order, and the results match NumPy."""
+    a, b, c, e = (RNG.standard_normal((24, 24)).astype(np.float32) for _ in range(4))
+
+    def f(a, b, c, e):
+        p = a @ b
+        q = c @ e
+        return p * q.sum() + 1.0
+    args = [Tensor(v) for v in (a, b, c, e)]
+    assert _step_names(f, *args) == ["g", "g", "k", "k"]
+    got = fgrad.jit(f)(*args).numpy()
+    q = c.astype(np.float64) @ e
+    np.testing.assert_allclose(got, (a.astype(np.float64) @ b) * q.sum() + 1.0, rtol=1e-4,
+                               atol=1e-2)
+
+
+def test_a_reader_moves_past_unrelated_steps_only_with_its_inputs_ready(
+        jit_backend: str) -> None:
+    """A second gemm sits between a product and its reader; the reader also needs a kernel
+    computed from the program's inputs after that gemm: the kernel moves ahead, the reader
+    follows its gemm, and the other gemm's result is unchanged."""
+    a, b, c, e = (RNG.standard_normal((20, 20)).astype(np.float32) for _ in range(4))
+    s = RNG.standard_normal(()).astype(np.float32)
+
+    def f(a, b, c, e, s):
+        p = a @ b
+        q = c @ e
+        scale = (s * 2.0).exp()
+        return p * scale + 1.0, q
+    args = [Tensor(v) for v in (a, b, c, e, s)]
+    jaxpr = open_jaxpr(fgrad.make_jaxpr(f)(*args))[0]
+    steps = schedule(jaxpr).steps
+    first = next(i for i, st in enumerate(steps) if st.name.startswith("g"))
+    assert isinstance(steps[first + 1], KernelStep) and steps[first + 1].shape == (20, 20)
+    out, q = fgrad.jit(f)(*args)
+    ad = a.astype(np.float64)
+    np.testing.assert_allclose(out.numpy(), (ad @ b) * np.exp(2.0 * s) + 1.0, rtol=1e-4,
+                               atol=1e-3)
+    np.testing.assert_allclose(q.numpy(), c.astype(np.float64) @ e, rtol=1e-4, atol=1e-4)
