@@ -46,6 +46,7 @@ from fgrad.lower.llvm.gemm.epilogue import in_registers, register_note
 from fgrad.lower.llvm.gemm.native import (epilogue_fits, routine_dtypes, tile_shape,
                                           uses_native_gemm)
 from fgrad.lower.llvm.gemm.pairs import host_has_pairs, pairs_product
+from fgrad.lower.llvm.gemm.scratch import release_blocks
 from fgrad.lower.llvm.buffer_pool import POOL, exclusively_owned
 from fgrad.lower.schedule.control_flow import CONTROL_FLOW, HostRows, run_control
 from fgrad.lower.llvm.lapack import library_symbols, register_named_symbols
@@ -569,3 +570,4 @@ _PLANNING_MODULES = tuple(module for name, module in sorted(sys.modules.items())
 
 caches.register_clearer(clear_memory_cache)
 caches.register_clearer(POOL.clear, after_collect=True)
+caches.register_clearer(release_blocks)

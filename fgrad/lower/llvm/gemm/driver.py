@@ -31,8 +31,8 @@ from fgrad.core.ir import Eqn
 from fgrad.lower.llvm import target
 from fgrad.lower.llvm.gemm.native import (GEMM_TYPES, I1, I64, I8P, MC_TARGET, NC,
                                           RESIDUAL_MODES, _c, _libc, _loop, _smin,
-                                          aligned_alloc, micro_args, routine_prefix,
-                                          shared_routines, slice_depth, tile_shape)
+                                          micro_args, routine_prefix, shared_routines,
+                                          slice_depth, tile_shape)
 from fgrad.lower.kernel.ir import Kernel
 from fgrad.lower.llvm.gemm.claimed import ClaimedPlan, claimed_blocks, emit_claimed
 from fgrad.lower.llvm.gemm.conv_pack import GEOMETRY, conv_pack_type, render_conv_pack
@@ -41,7 +41,7 @@ from fgrad.lower.llvm.gemm.pack import render_pack
 from fgrad.lower.llvm.gemm.pairs import pair_sizes, render_pair_interleave, render_pair_rows
 from fgrad.lower.llvm.gemm.prepack import PrepackPlan, emit_units, prepack_plan, render_prepack
 from fgrad.lower.llvm.gemm.prerendered import shipped_text
-from fgrad.lower.llvm.gemm.scratch import bail_if_null
+from fgrad.lower.llvm.gemm.scratch import give_block, is_null, record_failure, take_block
 from fgrad.lower.schedule.fuse_patches import PatchRead
 from fgrad.lower.schedule.gemm_layout import PAIRS_PARAM, GemmDims, gemm_dims
 
@@ -114,19 +114,21 @@ class _Driver:
         self.epilogue, self.ctx = epilogue, ctx
         self.pack_a = self._choose(self.d["lhs_trans"], "a")
         self.pack_b = self._choose(self.d["rhs_trans"], "b")
-        free = _libc(self.module, "free", ir.VoidType(), [I8P])
         d, size = self.d, _c(self.size)
         self.packed_b = packed_b
         self.prepacked = b.icmp_unsigned("!=", packed_b, ir.Constant(self.fp, None))
         self.local = b.alloca(I64, size=2, name="local")   # claimed_blocks' plain split
         b.store(_c(2 ** 62), b.gep(self.local, [_c(1)]))
-        a_bytes = b.mul(b.mul(d["mc"], d["kc"]), size)
-        a_raw = aligned_alloc(b, a_bytes)
-        b_bytes = b.select(self.prepacked, _c(64), b.mul(b.mul(d["kc"], d["nc"]), size))
-        b_raw = aligned_alloc(b, b_bytes)
-        # out of memory: no row is computed; the call raises MemoryError (gemm/scratch.py)
-        bail_if_null(b, [a_raw, b_raw], free, "dot_general", b.add(a_bytes, b_bytes))
-        apack, bpack = b.bitcast(a_raw, self.fp), b.bitcast(b_raw, self.fp)
+        # A's block, then B's panel (none when B comes prepacked), in one cached block
+        a_bytes = b.and_(b.add(b.mul(b.mul(d["mc"], d["kc"]), size), _c(63)), _c(-64))
+        b_bytes = b.select(self.prepacked, _c(0), b.mul(b.mul(d["kc"], d["nc"]), size))
+        raw = take_block(b, b.add(a_bytes, b_bytes))
+        with b.if_then(is_null(b, raw), likely=False):
+            # out of memory: no row is computed; the call raises MemoryError (gemm/scratch.py)
+            record_failure(b, "dot_general", b.add(a_bytes, b_bytes))
+            b.ret_void()
+        apack = b.bitcast(raw, self.fp)
+        bpack = b.bitcast(b.gep(raw, [a_bytes], inbounds=True), self.fp)
         m = d["m"]
         first_entry = b.sdiv(start, m)
         last_entry = b.add(b.sdiv(b.sub(stop, _c(1)), m), _c(1))
@@ -143,8 +145,7 @@ class _Driver:
             c = b.gep(out, [self._entry_offset], inbounds=True)
             self._blocks(x, y, c, lo, hi, apack, bpack)
         _loop(b, first_entry, last_entry, 1, entry, "e")
-        b.call(free, [a_raw])
-        b.call(free, [b_raw])
+        give_block(b, raw)
         b.ret_void()
         return fn
 

@@ -18,8 +18,8 @@ leading dimensions are read by the packing loops; no copy kernel runs before the
 Tile sizes come from the vector width `target.vector_bits()` (L lanes): NR = 2L; MR = 6 with
 16 vector registers (12 accumulators + 2 B vectors + 1 broadcast), 12 with AVX-512's 32.
 KC x NR of B stays in L1 where it fits (else deeper slices: `slice_depth`), MC x KC of A in
-L2, KC x NC of B in L3. The packing buffers come from malloc (never the stack: worker
-threads' stacks are small), one pair per call.
+L2, KC x NC of B in L3. The packing buffers are one heap block per call and thread (never
+the stack: worker threads' stacks are small), kept between calls (gemm/scratch.py).
 """
 from __future__ import annotations
 

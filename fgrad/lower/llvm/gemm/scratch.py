@@ -18,11 +18,24 @@ entry returns how much it moved during the call: threads.render_entry); a change
 routine returned early and the call raises MemoryError instead of returning its outputs.
 One record for the process: a call that runs while another thread's call fails raises too
 (never silently returns what a failed routine did not write).
+
+The GEMM driver's packing buffers are kept between calls (`take_block` / `give_block`):
+freed, a block of a few MiB went back to the system and the next call took a page fault per
+4 KiB of it again (a 1024^3 product: 1024 faults and ~20% of its time on each of its first
+calls after compiling, until glibc's thresholds adapted). `BLOCKS` (symbol `BLOCKS_SYMBOL`)
+holds up to `BLOCK_SLOTS` free blocks, each an address or 0 beside the thread that gave it
+(a hint: a thread takes its own blocks first, which are likely still in its core's caches;
+taken crosswise, each call's packing wrote into lines the other core held); a block starts
+with a 64-byte header holding its capacity. Taking exchanges a slot with 0 (a block too
+small is freed); giving back compare-and-swaps it into an empty slot, else frees it; so two
+calls never get the same block. `release_blocks` (registered with `fgrad.clear_caches`) frees the cached
+ones.
 """
 from __future__ import annotations
 
 import ctypes
-from collections.abc import Sequence
+import functools
+from collections.abc import Callable, Sequence
 
 import llvmlite.binding as llvm
 from llvmlite import ir
@@ -36,10 +49,16 @@ COUNT, SITE, BYTES = 0, 1, 2
 SITES = {"sort": 1, "top_k": 2, "dot_general": 3, "cholesky": 4, "triangular_solve": 5,
          "lu": 6, "qr": 7, "svd": 8}
 
+BLOCKS_SYMBOL = "fgrad_gemm_blocks"
+BLOCK_SLOTS = 8
+HEADER = 64
+
 FAILURES = (ctypes.c_int64 * 4)()
 # the record as Python reads it on every native call: COUNT is VIEW[0] (~19 ns a read)
 VIEW = memoryview(FAILURES).cast("B").cast("q")
 llvm.add_symbol(SYMBOL, ctypes.addressof(FAILURES))
+BLOCKS = (ctypes.c_int64 * (2 * BLOCK_SLOTS))()   # per slot: the last giver, the block
+llvm.add_symbol(BLOCKS_SYMBOL, ctypes.addressof(BLOCKS))
 
 
 def _c(v: int) -> ir.Constant:
@@ -91,3 +110,147 @@ def bail_if_null(b: ir.IRBuilder, pointers: Sequence[ir.Value], free: ir.Functio
             b.call(free, [b.bitcast(pointer, free.function_type.args[0])])
         record_failure(b, site, nbytes)
         b.ret_void()
+
+
+def _global(module: ir.Module, name: str, count: int) -> ir.GlobalVariable:
+    found = module.globals.get(name)
+    if found is None:
+        found = ir.GlobalVariable(module, ir.ArrayType(I64, count), name=name)
+    return found
+
+
+def _libc_fn(module: ir.Module, name: str, ret: ir.Type, args: list[ir.Type]) -> ir.Function:
+    found = module.globals.get(name)
+    return found if found is not None else ir.Function(
+        module, ir.FunctionType(ret, args), name=name)
+
+
+def take_block(b: ir.IRBuilder, nbytes: ir.Value) -> ir.Value:
+    """Emit: a 64-byte aligned i8* of at least `nbytes` (i64) bytes, a cached block or a
+    new one (NULL when libc has no memory); return it with `give_block`."""
+    return b.call(_block_function(b.module, "take"), [nbytes])
+
+
+def give_block(b: ir.IRBuilder, block: ir.Value) -> None:
+    """Emit: return `block` (from `take_block`, or NULL) to the cache, or free it."""
+    b.call(_block_function(b.module, "give"), [block])
+
+
+def _block_function(module: ir.Module, which: str) -> ir.Function:
+    name = f"fgrad_{which}_block"
+    found = module.globals.get(name)
+    if found is not None:
+        return found
+    if which == "take":
+        fn = ir.Function(module, ir.FunctionType(I8P, [I64]), name=name)
+        _define_take(fn)
+    else:
+        fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [I8P]), name=name)
+        _define_give(fn)
+    fn.linkage = "internal"
+    return fn
+
+
+def _slot(b: ir.IRBuilder, i: ir.Value, field: int = 1) -> ir.Value:
+    """Slot i's block (field 1) or the thread that gave it last (field 0)."""
+    table = _global(b.module, BLOCKS_SYMBOL, 2 * BLOCK_SLOTS)
+    return b.gep(table, [_c(0), b.add(b.mul(i, _c(2)), _c(field))], inbounds=True)
+
+
+def _over_slots(b: ir.IRBuilder, body: Callable[[ir.Value, ir.Value], None]) -> None:
+    """Emit `body(slot, any_owner)` for every slot, first with any_owner false (the
+    calling thread's own slots), then true."""
+    fn = b.function
+    for any_owner in (False, True):
+        before, look = b.block, fn.append_basic_block("slot")
+        after = fn.append_basic_block("slots.done")
+        b.branch(look)
+        b.position_at_end(look)
+        i = b.phi(I64, name="slot")
+        i.add_incoming(_c(0), before)
+        body(i, ir.Constant(ir.IntType(1), any_owner))
+        following = b.add(i, _c(1))
+        i.add_incoming(following, b.block)
+        b.cbranch(b.icmp_signed("<", following, _c(BLOCK_SLOTS)), look, after)
+        b.position_at_end(after)
+
+
+def _thread_id(b: ir.IRBuilder) -> ir.Value:
+    return b.call(_libc_fn(b.module, "pthread_self", I64, []), [])
+
+
+def _define_take(fn: ir.Function) -> None:
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    free = _libc_fn(b.module, "free", ir.VoidType(), [I8P])
+    need = b.and_(b.add(fn.args[0], _c(HEADER - 1)), _c(-HEADER))
+    me = _thread_id(b)
+
+    def take(i: ir.Value, any_owner: ir.Value) -> None:
+        mine = b.icmp_signed("==", b.load_atomic(_slot(b, i, 0), "monotonic", 8), me)
+        with b.if_then(b.or_(any_owner, mine)):
+            raw = b.atomic_rmw("xchg", _slot(b, i), _c(0), "acq_rel")
+            with b.if_then(b.icmp_signed("!=", raw, _c(0))):
+                big = b.icmp_signed(">=", b.load(b.inttoptr(raw, I64.as_pointer())), need)
+                with b.if_then(big):
+                    b.ret(b.inttoptr(b.add(raw, _c(HEADER)), I8P))
+                b.call(free, [b.inttoptr(raw, I8P)])   # too small for this call: drop it
+    _over_slots(b, take)
+    aligned = _libc_fn(b.module, "aligned_alloc", I8P, [I64, I64])
+    fresh = b.call(aligned, [_c(HEADER), b.add(need, _c(HEADER))])
+    with b.if_then(is_null(b, fresh), likely=False):
+        b.ret(fresh)
+    b.store(need, b.bitcast(fresh, I64.as_pointer()))
+    b.ret(b.gep(fresh, [_c(HEADER)], inbounds=True))
+
+
+def _define_give(fn: ir.Function) -> None:
+    """Into an empty slot this thread gave to last (the block is likely still in its
+    core's caches when the same thread takes it next), else into any empty one."""
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    block = fn.args[0]
+    with b.if_then(is_null(b, block), likely=False):
+        b.ret_void()
+    raw = b.sub(b.ptrtoint(block, I64), _c(HEADER))
+    me = _thread_id(b)
+
+    def give(i: ir.Value, any_owner: ir.Value) -> None:
+        owner = _slot(b, i, 0)
+        mine = b.icmp_signed("==", b.load_atomic(owner, "monotonic", 8), me)
+        with b.if_then(b.or_(any_owner, mine)):
+            swap = b.cmpxchg(_slot(b, i), _c(0), raw, "acq_rel", "monotonic")
+            with b.if_then(b.extract_value(swap, 1)):
+                b.store_atomic(me, owner, "monotonic", 8)
+                b.ret_void()
+    _over_slots(b, give)
+    b.call(_libc_fn(b.module, "free", ir.VoidType(), [I8P]), [b.inttoptr(raw, I8P)])
+    b.ret_void()
+
+
+def release_blocks() -> None:
+    """Free every cached block, each slot emptied by an atomic exchange in native code (a
+    running call may take or give blocks meanwhile; blocks in use are never in a slot)."""
+    if cached_blocks():
+        _release_function()()
+
+
+@functools.cache
+def _release_function() -> Callable[[], None]:
+    from fgrad.lower.llvm.engines import compiled_engine
+    module = ir.Module(name="fgrad_release_blocks")
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), []), name="fgrad_release_blocks")
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    free = _libc_fn(module, "free", ir.VoidType(), [I8P])
+    for i in range(BLOCK_SLOTS):
+        raw = b.atomic_rmw("xchg", _slot(b, _c(i)), _c(0), "acq_rel")
+        with b.if_then(b.icmp_signed("!=", raw, _c(0))):
+            b.call(free, [b.inttoptr(raw, I8P)])
+    b.ret_void()
+    engine, _ = compiled_engine(module)
+    address = engine.get_function_address("fgrad_release_blocks")
+    call = ctypes.CFUNCTYPE(None)(address)
+    return lambda: (engine, call())[1]   # the closure keeps the engine alive
+
+
+def cached_blocks() -> int:
+    """How many free blocks the cache holds now."""
+    return sum(1 for i in range(BLOCK_SLOTS) if BLOCKS[2 * i + 1])
