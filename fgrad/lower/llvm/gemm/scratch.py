@@ -28,8 +28,11 @@ holds up to `BLOCK_SLOTS` free blocks, each an address or 0 beside the thread th
 taken crosswise, each call's packing wrote into lines the other core held); a block starts
 with a 64-byte header holding its capacity. Taking exchanges a slot with 0 (a block too
 small is freed); giving back compare-and-swaps it into an empty slot, else frees it; so two
-calls never get the same block. `release_blocks` (registered with `fgrad.clear_caches`) frees the cached
-ones.
+calls never get the same block. A block of `HUGE` bytes or more is 2 MiB aligned and
+advised as huge pages (`madvise`, where the kernel's transparent huge pages allow it): a
+2048^3 product's 8 MiB B panels then take 4 TLB entries instead of 2048 (fastest of 12
+calls, alternating processes: 79.5-80.3 against 79.8-81.9 ms; the W5 step ~1% faster).
+`release_blocks` (registered with `fgrad.clear_caches`) frees the cached ones.
 """
 from __future__ import annotations
 
@@ -52,6 +55,8 @@ SITES = {"sort": 1, "top_k": 2, "dot_general": 3, "cholesky": 4, "triangular_sol
 BLOCKS_SYMBOL = "fgrad_gemm_blocks"
 BLOCK_SLOTS = 8
 HEADER = 64
+HUGE = 1 << 21          # blocks this large are 2 MiB aligned and asked for as huge pages
+MADV_HUGEPAGE = 14
 
 FAILURES = (ctypes.c_int64 * 4)()
 # the record as Python reads it on every native call: COUNT is VIEW[0] (~19 ns a read)
@@ -196,9 +201,15 @@ def _define_take(fn: ir.Function) -> None:
                 b.call(free, [b.inttoptr(raw, I8P)])   # too small for this call: drop it
     _over_slots(b, take)
     aligned = _libc_fn(b.module, "aligned_alloc", I8P, [I64, I64])
-    fresh = b.call(aligned, [_c(HEADER), b.add(need, _c(HEADER))])
+    huge = b.icmp_signed(">=", need, _c(HUGE))
+    size = b.add(need, _c(HEADER))
+    size = b.select(huge, b.and_(b.add(size, _c(HUGE - 1)), _c(-HUGE)), size)
+    fresh = b.call(aligned, [b.select(huge, _c(HUGE), _c(HEADER)), size])
     with b.if_then(is_null(b, fresh), likely=False):
         b.ret(fresh)
+    with b.if_then(huge):
+        advise = _libc_fn(b.module, "madvise", ir.IntType(32), [I8P, I64, ir.IntType(32)])
+        b.call(advise, [fresh, size, ir.Constant(ir.IntType(32), MADV_HUGEPAGE)])
     b.store(need, b.bitcast(fresh, I64.as_pointer()))
     b.ret(b.gep(fresh, [_c(HEADER)], inbounds=True))
 
