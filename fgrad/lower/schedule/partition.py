@@ -475,8 +475,7 @@ def schedule(jaxpr: Jaxpr, half_native: bool = True, native_linalg: bool = True,
     if g.jaxpr is not jaxpr:
         name_vars(g.jaxpr, names)  # names the packed operands after every original value
     realized = realize(g)
-    steps = _regroup.regroup(g, build_steps(g, realized), realized)
-    steps = _regroup.adjoin_epilogues(g, steps, realized)
+    steps = _regroup.arrange(g, build_steps(g, realized), realized)
     return Schedule(g.jaxpr, tuple(steps), frozenset(realized), g.producers, names)
 
 

@@ -124,6 +124,11 @@ def regroup(g: _Graph, steps: list[Step], realized: set[int]) -> list[Step]:
     return _renumbered(steps) if len(steps) < len(before) else steps
 
 
+def arrange(g: _Graph, steps: list[Step], realized: set[int]) -> list[Step]:
+    """`regroup`, then `adjoin_epilogues` (module docstring)."""
+    return adjoin_epilogues(g, regroup(g, steps, realized), realized)
+
+
 def adjoin_epilogues(g: _Graph, steps: list[Step], realized: set[int]) -> list[Step]:
     """`steps` where each gemm's first elementwise reader that is not right after it has been
     moved there, with the steps it needs ahead of the gemm, where that keeps every step's
@@ -147,14 +152,15 @@ def adjoin_epilogues(g: _Graph, steps: list[Step], realized: set[int]) -> list[S
 
 def _adjoined(steps: list[Step], i: int, j: int, reads: _Reads) -> list[Step] | None:
     """The order with step j right after the gemm at i, the steps between them that write
-    what j reads first (each must read nothing written from the gemm on), or None."""
+    what j reads first (each a kernel that reads nothing written from the gemm on), or
+    None."""
     wanted = reads(steps[j])
     needed: list[Step] = []
     written: set[int] = set()
     for s in steps[i:j]:
         if s is not steps[i] and _writes(s) & wanted:
-            if reads(s) & written:
-                return None
+            if not isinstance(s, KernelStep) or reads(s) & written:
+                return None   # only pure kernels move (a host step may have effects)
             needed.append(s)
         else:
             written |= _writes(s)
