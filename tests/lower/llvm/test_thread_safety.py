@@ -114,6 +114,7 @@ EXIT_WHILE_SPINNING = """
     import numpy as np, fgrad
     from fgrad.lower.llvm import pool
     pool.SPIN_CYCLES = 1 << 40   # the worker spins in the pool's code until the process ends
+    pool.SHORT_SPIN_CYCLES = 1 << 40   # also when it sees contention (a busy test machine)
     f = fgrad.jit(lambda a: (a * 1.5).tanh() + a, backend="llvm")
     x = np.linspace(-1, 1, 1 << 20, dtype=np.float32)
     for _ in range(3):
