@@ -3,7 +3,8 @@
 In: measured Rows (bench/run.py). Out: `write_baseline` (per workload label and fgrad
 backend, time / NumPy time, into baseline.json beside this file), `regressions` (the cells
 whose ratio is at least `FACTOR` times the baseline's: a workload that got >= 1.5x worse
-relative to NumPy measured in the same run) and `busy_core()`, a process that keeps one
+relative to NumPy measured in the same run; `confirmed` keeps those flagged again when
+their workloads are measured once more) and `busy_core()`, a process that keeps one
 core busy while the workloads run (`--contended`). Ratios to NumPy, not times, are stored:
 NumPy runs beside fgrad in the same run, so machine load cancels to first order.
 """
@@ -52,13 +53,28 @@ def write_baseline(rows: list[Row], note: str, path: str = BASELINE) -> None:
 def regressions(rows: list[Row], baseline: dict[str, float],
                 factor: float = FACTOR) -> list[str]:
     """One line per measured cell whose ratio to NumPy is >= factor x the baseline's."""
-    lines = []
+    return list(flagged(rows, baseline, factor).values())
+
+
+def flagged(rows: list[Row], baseline: dict[str, float],
+            factor: float = FACTOR) -> dict[str, str]:
+    """`regressions` keyed by cell (`label | contender`)."""
+    lines = {}
     for key, ratio in row_ratios(rows).items():
         base = baseline.get(key)
         if base is not None and ratio >= factor * base:
-            lines.append(f"REGRESSION {key}: {ratio:.3g}x NumPy, baseline {base:.3g}x "
-                         f"({ratio / base:.2f}x worse)")
+            lines[key] = (f"REGRESSION {key}: {ratio:.3g}x NumPy, baseline {base:.3g}x "
+                          f"({ratio / base:.2f}x worse)")
     return lines
+
+
+def confirmed(first: dict[str, str], again: dict[str, str]) -> list[str]:
+    """The cells flagged in a run and again when their workloads were measured once more
+    (`bench/run.py --check`): a flag from one noisy measurement does not fail the check
+    (W7's NumPy reference, one call of ~1 us, read 0.7 us in one run and 1.3 in the next,
+    which moved fgrad's ratio past 1.5x its baseline with fgrad unchanged)."""
+    return [f"{line} (re-measured: {again[key][len(f'REGRESSION {key}: '):]})"
+            for key, line in first.items() if key in again]
 
 
 def _spin() -> None:

@@ -6,7 +6,8 @@
     python bench/run.py --markdown out.md
     python bench/run.py --threads 1      # pin NumPy/PyTorch/JAX to one thread each
     python bench/run.py --check          # exit 1 if a workload is >= 1.5x worse (vs NumPy)
-                                         # than the committed bench/baseline.json
+                                         # than the committed bench/baseline.json (in this
+                                         # run and again when re-measured)
     python bench/run.py --write-baseline # store this run's fgrad/NumPy ratios as the baseline
     python bench/run.py --contended      # run everything while a process keeps a core busy
     python bench/run.py --slowdown --only W3,W5   # each contender quiet, then at once with
@@ -185,9 +186,24 @@ def main() -> None:
     if args.write_baseline:
         check.write_baseline(rows, " ".join(header(args.quick, args.stat)))
     if args.check:
-        found = check.regressions(rows, check.load_baseline())
+        found = confirmed_regressions(args, settings, rows)
         print("\n".join(found) or f"check: no workload >= {check.FACTOR}x worse than baseline")
         sys.exit(1 if found else 0)
+
+
+def confirmed_regressions(args: argparse.Namespace, settings: Settings,
+                          rows: list[Row]) -> list[str]:
+    """The regressions of this run that hold again when their workloads run once more
+    (check.confirmed); the first run's flags are printed either way."""
+    baseline = check.load_baseline()
+    first = check.flagged(rows, baseline)
+    if not first:
+        return []
+    print("\n".join(first.values()))
+    ids = sorted({key.split()[0] for key in first})
+    print(f"check: measuring {','.join(ids)} again to confirm", flush=True)
+    again = run_workloads(argparse.Namespace(**{**vars(args), "only": ",".join(ids)}), settings)
+    return check.confirmed(first, check.flagged(again, baseline))
 
 
 if __name__ == "__main__":

@@ -58,3 +58,13 @@ def test_the_gemm_ceiling_loops_run_the_shipped_micro_kernel() -> None:
     for call, flops in found.values():
         call()
         assert flops > 0
+
+
+def test_a_regression_counts_only_when_the_second_measurement_flags_it_too() -> None:
+    base = {"W3 | fgrad-llvm": 0.5, "W7 | fgrad-llvm": 2.0}
+    first = check.flagged([_row("W3", 10.0, 9.0), _row("W7", 1.0, 4.0)], base)
+    assert set(first) == {"W3 | fgrad-llvm", "W7 | fgrad-llvm"}
+    again = check.flagged([_row("W3", 10.0, 9.5), _row("W7", 2.0, 4.0)], base)
+    found = check.confirmed(first, again)
+    assert len(found) == 1 and found[0].startswith("REGRESSION W3 | fgrad-llvm: 0.9x")
+    assert "re-measured: 0.95x NumPy" in found[0]
