@@ -32,6 +32,7 @@ from fgrad.core.dtypes import dtypes
 from fgrad.core.ir import Eqn
 from fgrad.lower.kernel.ir import Expr, Kernel, Load, Loop, Op, Store
 from fgrad.lower.llvm import target
+from fgrad.lower.llvm.gemm.scratch import declared
 from fgrad.lower.schedule.gemm_layout import PAIRS_PARAM, gemm_dims
 
 I1 = ir.IntType(1)
@@ -114,10 +115,7 @@ def _smin(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
     return b.select(b.icmp_signed("<", x, y), x, y)
 
 
-def _libc(module: ir.Module, name: str, ret: ir.Type, args: list[ir.Type]) -> ir.Function:
-    found = module.globals.get(name)
-    return found if found is not None else ir.Function(
-        module, ir.FunctionType(ret, args), name=name)
+_libc = declared   # gemm/scratch.py's: the same declaration, one definition
 
 
 # The register epilogues the micro-kernel applies on a product's last k-slice (0: none);

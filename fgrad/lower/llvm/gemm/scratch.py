@@ -72,10 +72,7 @@ def _c(v: int) -> ir.Constant:
 
 def failures_global(module: ir.Module) -> ir.GlobalVariable:
     """The module's declaration of the failure record (`SYMBOL`, [4 x i64])."""
-    found = module.globals.get(SYMBOL)
-    if found is None:
-        found = ir.GlobalVariable(module, ir.ArrayType(I64, 4), name=SYMBOL)
-    return found
+    return _global(module, SYMBOL, 4)
 
 
 def failure_count(b: ir.IRBuilder) -> ir.Value:
@@ -118,13 +115,16 @@ def bail_if_null(b: ir.IRBuilder, pointers: Sequence[ir.Value], free: ir.Functio
 
 
 def _global(module: ir.Module, name: str, count: int) -> ir.GlobalVariable:
+    """The module's declaration of the process-wide [count x i64] array `name`."""
     found = module.globals.get(name)
     if found is None:
         found = ir.GlobalVariable(module, ir.ArrayType(I64, count), name=name)
     return found
 
 
-def _libc_fn(module: ir.Module, name: str, ret: ir.Type, args: list[ir.Type]) -> ir.Function:
+def declared(module: ir.Module, name: str, ret: ir.Type, args: list[ir.Type]) -> ir.Function:
+    """The module's declaration of the external function `name` (libc's, or an LLVM
+    intrinsic), added on first use."""
     found = module.globals.get(name)
     return found if found is not None else ir.Function(
         module, ir.FunctionType(ret, args), name=name)
@@ -181,12 +181,12 @@ def _over_slots(b: ir.IRBuilder, body: Callable[[ir.Value, ir.Value], None]) -> 
 
 
 def _thread_id(b: ir.IRBuilder) -> ir.Value:
-    return b.call(_libc_fn(b.module, "pthread_self", I64, []), [])
+    return b.call(declared(b.module, "pthread_self", I64, []), [])
 
 
 def _define_take(fn: ir.Function) -> None:
     b = ir.IRBuilder(fn.append_basic_block("entry"))
-    free = _libc_fn(b.module, "free", ir.VoidType(), [I8P])
+    free = declared(b.module, "free", ir.VoidType(), [I8P])
     need = b.and_(b.add(fn.args[0], _c(HEADER - 1)), _c(-HEADER))
     me = _thread_id(b)
 
@@ -200,7 +200,7 @@ def _define_take(fn: ir.Function) -> None:
                     b.ret(b.inttoptr(b.add(raw, _c(HEADER)), I8P))
                 b.call(free, [b.inttoptr(raw, I8P)])   # too small for this call: drop it
     _over_slots(b, take)
-    aligned = _libc_fn(b.module, "aligned_alloc", I8P, [I64, I64])
+    aligned = declared(b.module, "aligned_alloc", I8P, [I64, I64])
     huge = b.icmp_signed(">=", need, _c(HUGE))
     size = b.add(need, _c(HEADER))
     size = b.select(huge, b.and_(b.add(size, _c(HUGE - 1)), _c(-HUGE)), size)
@@ -208,7 +208,7 @@ def _define_take(fn: ir.Function) -> None:
     with b.if_then(is_null(b, fresh), likely=False):
         b.ret(fresh)
     with b.if_then(huge):
-        advise = _libc_fn(b.module, "madvise", ir.IntType(32), [I8P, I64, ir.IntType(32)])
+        advise = declared(b.module, "madvise", ir.IntType(32), [I8P, I64, ir.IntType(32)])
         b.call(advise, [fresh, size, ir.Constant(ir.IntType(32), MADV_HUGEPAGE)])
     b.store(need, b.bitcast(fresh, I64.as_pointer()))
     b.ret(b.gep(fresh, [_c(HEADER)], inbounds=True))
@@ -233,7 +233,7 @@ def _define_give(fn: ir.Function) -> None:
                 b.store_atomic(me, owner, "monotonic", 8)
                 b.ret_void()
     _over_slots(b, give)
-    b.call(_libc_fn(b.module, "free", ir.VoidType(), [I8P]), [b.inttoptr(raw, I8P)])
+    b.call(declared(b.module, "free", ir.VoidType(), [I8P]), [b.inttoptr(raw, I8P)])
     b.ret_void()
 
 
@@ -250,7 +250,7 @@ def _release_function() -> Callable[[], None]:
     module = ir.Module(name="fgrad_release_blocks")
     fn = ir.Function(module, ir.FunctionType(ir.VoidType(), []), name="fgrad_release_blocks")
     b = ir.IRBuilder(fn.append_basic_block("entry"))
-    free = _libc_fn(module, "free", ir.VoidType(), [I8P])
+    free = declared(module, "free", ir.VoidType(), [I8P])
     for i in range(BLOCK_SLOTS):
         raw = b.atomic_rmw("xchg", _slot(b, _c(i)), _c(0), "acq_rel")
         with b.if_then(b.icmp_signed("!=", raw, _c(0))):
