@@ -17,6 +17,21 @@ from collections.abc import Iterator
 from typing import Any
 
 import llvmlite.binding as llvm
+from llvmlite import ir
+
+
+def _fill_llvmlite_tables() -> None:
+    """Fill llvmlite's lazily built string-escape table now, on the importing thread.
+
+    llvmlite fills it on the first metadata string or byte-array constant it prints, and a
+    second thread that prints one meanwhile sees a half-filled table (KeyError). fgrad
+    prints modules on background threads (the pool's code, prefetched kernels) while the
+    caller prints its own; every module that starts such a thread imports this one first.
+    """
+    ir.MetaDataString(ir.Module(), "fgrad").get_reference()
+
+
+_fill_llvmlite_tables()
 
 
 @functools.cache

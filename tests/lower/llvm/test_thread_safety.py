@@ -169,3 +169,17 @@ FORKED = """
 def test_a_forked_child_runs_parallel_parts():
     out = run_probe(FORKED, env={"FGRAD_NUM_THREADS": "2", "FGRAD_CACHE_DIR": "0"})
     assert out.split() == ["child", "0"]
+
+
+def test_llvmlite_escape_table_is_full_before_background_threads_start():
+    """llvmlite fills its string-escape table on first use; a thread printing a module while
+    another fills it saw a half-filled table (KeyError in CI: the pool's code built on a
+    background thread while the caller printed its first kernel). Importing the llvm
+    backend must fill it on the importing thread."""
+    code = """
+        from llvmlite.ir import values
+        import fgrad.lower.llvm.pool, fgrad.lower.llvm.kernel_cache
+        table = values._escape_string.__defaults__[0]
+        print(len(table), table[ord("l")])
+    """
+    assert run_probe(code).split() == ["256", "l"]
