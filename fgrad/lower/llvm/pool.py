@@ -163,6 +163,8 @@ class _Builder:
         stop = b.load_atomic(self._slot(b, ctl, SHUTDOWN), "acquire", 8)
         b.cbranch(b.icmp_signed("!=", stop, _c(0)), blocks["done"], blocks["enter"])
         b.position_at_end(blocks["enter"])
+        # before OPEN: a worker that shares the caller's CPU often finds its part closed
+        self._follow_caller(b, ctl, (home, away), pinned, mask)
         inside = self._slot(b, ctl, INSIDE)
         b.atomic_rmw("add", inside, _c(1), "seq_cst")
         is_open = b.load_atomic(self._slot(b, ctl, OPEN), "seq_cst", 8)
@@ -170,7 +172,6 @@ class _Builder:
         wanted = b.and_(b.icmp_signed("!=", is_open, _c(0)), b.icmp_signed("<", thread, threads))
         b.cbranch(wanted, blocks["run"], blocks["leave"])
         b.position_at_end(blocks["run"])
-        self._follow_caller(b, ctl, (home, away), pinned, mask)
         entry, table, state = (b.load_atomic(self._slot(b, ctl, i), "acquire", 8)
                                for i in (ENTRY, TABLE, STATE))
         b.call(b.inttoptr(entry, ENTRY_TYPE.as_pointer()),
