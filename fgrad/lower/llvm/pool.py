@@ -14,14 +14,16 @@ holds no GIL), and the caller posts and joins a part in one native call, `fgrad_
 The control block is an i64 array, one cache line per writer: line 0 the posted part
 (`GENERATION`, a 32-bit futex word bumped per part, then entry, table, state, thread count
 and `OPEN`); line 1 `INSIDE`, the workers inside the current part; line 2 `SLEEPERS`, the
-workers asleep in the futex. A worker spins on the generation for `SPIN_CYCLES` of the
-time-stamp counter after its last part (parts of one call follow each other closely), then
-sleeps in `futex(FUTEX_WAIT)`; the caller wakes sleepers only when there are any. A worker
-enters a part by incrementing `INSIDE` and then reading `OPEN`; the caller closes a part
-by clearing `OPEN` and then waits for `INSIDE` to reach 0 (both sequentially consistent:
-each sees the other's write), so no worker touches a part's table or counters after
-`run` returns. Correctness never waits on a worker (thread 0 claims every chunk if it
-must), so a second caller that finds the pool busy runs its part alone.
+workers asleep in the futex; line 3 `CALLER_CPU`, the CPU the caller ran on when it posted
+the part (`_Builder._follow_caller` re-pins a worker off it). A worker spins on the
+generation for `SPIN_CYCLES` of the time-stamp counter after its last part (parts of one
+call follow each other closely), then sleeps in `futex(FUTEX_WAIT)`; the caller wakes
+sleepers only when there are any. A worker enters a part by incrementing `INSIDE` and then
+reading `OPEN`; the caller closes a part by clearing `OPEN` and then waits for `INSIDE` to
+reach 0 (both sequentially consistent: each sees the other's write), so no worker touches a
+part's table or counters after `run` returns. Correctness never waits on a worker (thread 0
+claims every chunk if it must), so a second caller that finds the pool busy runs its part
+alone.
 
 Under contention a worker spins only `SHORT_SPIN_CYCLES`. One that spins between calls is,
 to the scheduler, as busy as another process's thread on its core, so it is preempted inside
@@ -249,8 +251,9 @@ class _Builder:
         the other is a placement the scheduler's balancing keeps (two tasks against one
         either way), and the call runs at one thread's speed (1024^3: 20.5 ms against 14.9
         with the two apart); the pool's contention deadline is not set then, as neither
-        thread waits long in a spin. `home == away`: the worker was not pinned. `pinned` holds the CPU it is on, `mask`
-        is room for the affinity mask (both on the worker's stack)."""
+        thread waits long in a spin. `home == away`: the worker was not pinned. `pinned`
+        holds the CPU it is on, `mask` is room for the affinity mask (both on the worker's
+        stack)."""
         home, away = cpus
         with b.if_then(b.icmp_signed("!=", home, away)):
             caller = b.load_atomic(self._slot(b, ctl, CALLER_CPU), "monotonic", 8)
