@@ -24,8 +24,8 @@ from subprocess_probe import REPO, run_probe
 pytestmark = pytest.mark.skipif(not isinstance(POOL, pool.NativePool),
                                 reason="the native pool runs on x86-64 Linux")
 
-PROBE = """
-    import time
+SPLIT_PRODUCT = """
+    import os, threading, time
     import numpy as np
     import fgrad
     from fgrad import Tensor
@@ -35,13 +35,20 @@ PROBE = """
     a, b = (rng.standard_normal((384, 384)).astype(np.float32) for _ in range(2))
     want = a.astype(np.float64) @ b
     f = fgrad.jit(lambda x, y: x @ y, backend="llvm")
-    f(Tensor(a), Tensor(b))
+
+    def checked_call():
+        got = f(Tensor(a), Tensor(b)).numpy()
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-3)
+
+    checked_call()
+"""
+
+PROBE = SPLIT_PRODUCT + """
     before = POOL.contended_until()
     print("ready", flush=True)
     deadline = time.monotonic() + 60
     while POOL.contended_until() == before and time.monotonic() < deadline:
-        got = f(Tensor(a), Tensor(b)).numpy()
-        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-3)
+        checked_call()
     print(POOL.contended_until() > before, flush=True)
 """
 
@@ -69,17 +76,7 @@ def test_a_descheduled_spinning_thread_sets_the_contention_deadline() -> None:
     assert out.split() == ["True"]
 
 
-FOLLOW_PROBE = """
-    import os, threading
-    import numpy as np
-    import fgrad
-    from fgrad import Tensor
-
-    rng = np.random.default_rng(4)
-    a, b = (rng.standard_normal((384, 384)).astype(np.float32) for _ in range(2))
-    want = a.astype(np.float64) @ b
-    f = fgrad.jit(lambda x, y: x @ y, backend="llvm")
-    f(Tensor(a), Tensor(b))
+FOLLOW_PROBE = SPLIT_PRODUCT + """
     worker = next(t for t in threading.enumerate() if t.name == "fgrad-llvm-1")
     cpus = sorted(os.sched_getaffinity(0))
     home, away = cpus[1], cpus[0]
@@ -87,8 +84,7 @@ FOLLOW_PROBE = """
     def worker_cpus_after_calls_on(caller_cpu):
         os.sched_setaffinity(0, {caller_cpu})
         for _ in range(300):
-            got = f(Tensor(a), Tensor(b)).numpy()
-            np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-3)
+            checked_call()
             if os.sched_getaffinity(worker.native_id) == {home if caller_cpu == away else away}:
                 break
         return sorted(os.sched_getaffinity(worker.native_id))
