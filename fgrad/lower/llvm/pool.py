@@ -245,7 +245,7 @@ class _Builder:
 
     def _follow_caller(self, b: ir.IRBuilder, ctl: ir.Value, cpus: tuple[ir.Value, ir.Value],
                        pinned: ir.Value, mask: ir.Value) -> None:
-        """Emit (a worker entering a part): when the caller runs on this worker's `home`
+        """Emit (a worker that sees a part): when the caller runs on this worker's `home`
         CPU, re-pin to `away` (the caller's usual CPU), and back home once it has left.
         Why: with a busy process on one core of two, the caller and a pinned worker sharing
         the other is a placement the scheduler's balancing keeps (two tasks against one
@@ -381,8 +381,8 @@ def pin_worker(thread: int) -> tuple[int, int]:
     Why: when another process keeps a core busy, Linux wakes a worker onto its waker's CPU,
     so the caller and the worker shared one core for stretches of ~10 calls while the busy
     process had the other (W3 n=1024 calls of 15 ms, one thread's time being 13.5); a pinned
-    worker is not pulled to the caller (docs/performance.md, twenty-sixth session), and
-    under contention it moves away when the caller comes to it."""
+    worker is not pulled to the caller (docs/performance.md, twenty-sixth session), and it
+    moves away when the caller comes to it."""
     if not flags.pin_threads() or not hasattr(os, "sched_setaffinity"):
         return -1, -1
     try:
