@@ -72,7 +72,7 @@ SHORT_SPIN_CYCLES = 10_000            # the same under contention (~4 us)
 PREEMPTED_CYCLES = 2_600_000          # a gap that means a thread was preempted (~1 ms)
 CONTENDED_HOLD_CYCLES = 2_600_000_000   # how long one such gap keeps spins short (~1 s)
 SYS_FUTEX, FUTEX_WAIT_PRIVATE, FUTEX_WAKE_PRIVATE = 202, 128, 129   # x86-64 Linux
-SYS_SCHED_YIELD, SYS_SCHED_SETAFFINITY, SYS_GETCPU = 24, 203, 309
+SYS_SCHED_YIELD, SYS_SCHED_SETAFFINITY = 24, 203
 MASK_WORDS = 16   # the CPU mask a worker re-pins itself with: CPUs 0-1023
 YIELD_EVERY = 256   # pauses between yields while the caller waits for workers to leave
 
@@ -96,6 +96,7 @@ class _Builder:
         self.futex = declare("fgrad_syscall", ir.FunctionType(I64, [I64], var_arg=True))
         self.pause = declare("llvm.x86.sse2.pause", ir.FunctionType(ir.VoidType(), []))
         self.clock = declare("llvm.readcyclecounter", ir.FunctionType(I64, []))
+        self.getcpu = declare("fgrad_sched_getcpu", ir.FunctionType(I32, []))
 
     def _declare(self, name: str, fty: ir.FunctionType) -> ir.Function:
         return ir.Function(self.module, fty, name=name)
@@ -236,11 +237,9 @@ class _Builder:
 
     def _tell_caller_cpu(self, b: ir.IRBuilder, ctl: ir.Value) -> None:
         """Emit (the caller, before it posts a part): write the CPU this thread runs on to
-        CALLER_CPU (-1 if the kernel does not say)."""
-        cpu = b.alloca(I32, name="cpu")
-        b.store(_c(-1, I32), cpu)
-        b.call(self.futex, [_c(SYS_GETCPU), b.ptrtoint(cpu, I64), _c(0), _c(0)])
-        b.store_atomic(b.sext(b.load(cpu), I64), self._slot(b, ctl, CALLER_CPU),
+        CALLER_CPU (libc's `sched_getcpu`, no system call where the vDSO answers; -1 if
+        the kernel does not say)."""
+        b.store_atomic(b.sext(b.call(self.getcpu, []), I64), self._slot(b, ctl, CALLER_CPU),
                        "monotonic", 8)
 
     def _follow_caller(self, b: ir.IRBuilder, ctl: ir.Value, cpus: tuple[ir.Value, ir.Value],
@@ -306,6 +305,8 @@ def _engine() -> Any:
     from fgrad.lower.llvm import engines, kernel_cache
     libc = ctypes.CDLL(None)
     llvm.add_symbol("fgrad_syscall", ctypes.cast(libc.syscall, ctypes.c_void_p).value)
+    llvm.add_symbol("fgrad_sched_getcpu",
+                    ctypes.cast(libc.sched_getcpu, ctypes.c_void_p).value)
     text = pool_module_text()
     key = engines.cache_key(f"pool\nO{kernel_cache.GLUE}\n{text}")
     obj = disk_cache.load(key, kernel_cache.FOLDER)
