@@ -14,14 +14,16 @@ holds no GIL), and the caller posts and joins a part in one native call, `fgrad_
 The control block is an i64 array, one cache line per writer: line 0 the posted part
 (`GENERATION`, a 32-bit futex word bumped per part, then entry, table, state, thread count
 and `OPEN`); line 1 `INSIDE`, the workers inside the current part; line 2 `SLEEPERS`, the
-workers asleep in the futex. A worker spins on the generation for `SPIN_CYCLES` of the
-time-stamp counter after its last part (parts of one call follow each other closely), then
-sleeps in `futex(FUTEX_WAIT)`; the caller wakes sleepers only when there are any. A worker
-enters a part by incrementing `INSIDE` and then reading `OPEN`; the caller closes a part
-by clearing `OPEN` and then waits for `INSIDE` to reach 0 (both sequentially consistent:
-each sees the other's write), so no worker touches a part's table or counters after
-`run` returns. Correctness never waits on a worker (thread 0 claims every chunk if it
-must), so a second caller that finds the pool busy runs its part alone.
+workers asleep in the futex; line 3 `CALLER_CPU`, the CPU the caller ran on when it posted
+the part (`_Builder._follow_caller` re-pins a worker off it). A worker spins on the
+generation for `SPIN_CYCLES` of the time-stamp counter after its last part (parts of one
+call follow each other closely), then sleeps in `futex(FUTEX_WAIT)`; the caller wakes
+sleepers only when there are any. A worker enters a part by incrementing `INSIDE` and then
+reading `OPEN`; the caller closes a part by clearing `OPEN` and then waits for `INSIDE` to
+reach 0 (both sequentially consistent: each sees the other's write), so no worker touches a
+part's table or counters after `run` returns. Correctness never waits on a worker (thread 0
+claims every chunk if it must), so a second caller that finds the pool busy runs its part
+alone.
 
 Under contention a worker spins only `SHORT_SPIN_CYCLES`. One that spins between calls is,
 to the scheduler, as busy as another process's thread on its core, so it is preempted inside
@@ -63,14 +65,15 @@ I32, I64 = ir.IntType(32), ir.IntType(64)
 I8PP = ir.IntType(8).as_pointer().as_pointer()
 ENTRY_TYPE = ir.FunctionType(ir.VoidType(), [I8PP, I64, I64.as_pointer()])
 GENERATION, ENTRY, TABLE, STATE, THREADS, OPEN, SHUTDOWN, CONTENDED_UNTIL = range(8)
-INSIDE, SLEEPERS = 8, 16
-CONTROL_WORDS = 24
+INSIDE, SLEEPERS, CALLER_CPU = 8, 16, 24
+CONTROL_WORDS = 32
 SPIN_CYCLES = 200_000   # time-stamp counter ticks a worker spins before it sleeps (~80 us)
 SHORT_SPIN_CYCLES = 10_000            # the same under contention (~4 us)
 PREEMPTED_CYCLES = 2_600_000          # a gap that means a thread was preempted (~1 ms)
 CONTENDED_HOLD_CYCLES = 2_600_000_000   # how long one such gap keeps spins short (~1 s)
 SYS_FUTEX, FUTEX_WAIT_PRIVATE, FUTEX_WAKE_PRIVATE = 202, 128, 129   # x86-64 Linux
-SYS_SCHED_YIELD = 24
+SYS_SCHED_YIELD, SYS_SCHED_SETAFFINITY = 24, 203
+MASK_WORDS = 16   # the CPU mask a worker re-pins itself with: CPUs 0-1023
 YIELD_EVERY = 256   # pauses between yields while the caller waits for workers to leave
 
 
@@ -93,6 +96,7 @@ class _Builder:
         self.futex = declare("fgrad_syscall", ir.FunctionType(I64, [I64], var_arg=True))
         self.pause = declare("llvm.x86.sse2.pause", ir.FunctionType(ir.VoidType(), []))
         self.clock = declare("llvm.readcyclecounter", ir.FunctionType(I64, []))
+        self.getcpu = declare("fgrad_sched_getcpu", ir.FunctionType(I32, []))
 
     def _declare(self, name: str, fty: ir.FunctionType) -> ir.Function:
         return ir.Function(self.module, fty, name=name)
@@ -105,14 +109,19 @@ class _Builder:
         return b.bitcast(self._slot(b, ctl, GENERATION), I32.as_pointer())
 
     def worker(self) -> None:
-        """`void fgrad_pool_worker(i64* ctl, i64 thread)`: serve parts until SHUTDOWN."""
-        fn = ir.Function(self.module, ir.FunctionType(ir.VoidType(), [I64.as_pointer(), I64]),
+        """`void fgrad_pool_worker(i64* ctl, i64 thread, i64 home, i64 away)`: serve parts
+        until SHUTDOWN (`home`, `away`: the CPUs of `_follow_caller`)."""
+        fn = ir.Function(self.module, ir.FunctionType(ir.VoidType(),
+                                                      [I64.as_pointer()] + [I64] * 3),
                          name="fgrad_pool_worker")
-        ctl, thread = fn.args
+        ctl, thread, home, away = fn.args
         blocks = {n: fn.append_basic_block(n) for n in
                   ("entry", "wait", "look", "spin", "sleep", "doze", "woken", "posted",
                    "enter", "run", "leave", "done")}
         b = ir.IRBuilder(blocks["entry"])
+        pinned = b.alloca(I64, name="pinned")
+        b.store(home, pinned)
+        mask = b.alloca(ir.ArrayType(I64, MASK_WORDS), name="mask")
         gen = self._generation(b, ctl)
         start_seen = b.load_atomic(gen, "acquire", 4)
         # a worker that starts after its pool was closed must not wait for a later part
@@ -157,6 +166,8 @@ class _Builder:
         stop = b.load_atomic(self._slot(b, ctl, SHUTDOWN), "acquire", 8)
         b.cbranch(b.icmp_signed("!=", stop, _c(0)), blocks["done"], blocks["enter"])
         b.position_at_end(blocks["enter"])
+        # before OPEN: a worker that shares the caller's CPU often finds its part closed
+        self._follow_caller(b, ctl, (home, away), pinned, mask)
         inside = self._slot(b, ctl, INSIDE)
         b.atomic_rmw("add", inside, _c(1), "seq_cst")
         is_open = b.load_atomic(self._slot(b, ctl, OPEN), "seq_cst", 8)
@@ -186,6 +197,7 @@ class _Builder:
         blocks = {n: fn.append_basic_block(n) for n in ("entry", "wake", "work", "look",
                                                         "spin", "done")}
         b = ir.IRBuilder(blocks["entry"])
+        self._tell_caller_cpu(b, ctl)
         for i, value in ((ENTRY, entry), (TABLE, table), (STATE, state), (THREADS, threads)):
             b.store_atomic(value, self._slot(b, ctl, i), "release", 8)
         b.store_atomic(_c(1), self._slot(b, ctl, OPEN), "seq_cst", 8)
@@ -222,6 +234,36 @@ class _Builder:
         b.branch(blocks["look"])
         b.position_at_end(blocks["done"])
         b.ret_void()
+
+    def _tell_caller_cpu(self, b: ir.IRBuilder, ctl: ir.Value) -> None:
+        """Emit (the caller, before it posts a part): write the CPU this thread runs on to
+        CALLER_CPU (libc's `sched_getcpu`, no system call where the vDSO answers; -1 if
+        the kernel does not say)."""
+        b.store_atomic(b.sext(b.call(self.getcpu, []), I64), self._slot(b, ctl, CALLER_CPU),
+                       "monotonic", 8)
+
+    def _follow_caller(self, b: ir.IRBuilder, ctl: ir.Value, cpus: tuple[ir.Value, ir.Value],
+                       pinned: ir.Value, mask: ir.Value) -> None:
+        """Emit (a worker that sees a part): when the caller runs on this worker's `home`
+        CPU, re-pin to `away` (the caller's usual CPU), and back home once it has left.
+        Why: with a busy process on one core of two, the caller and a pinned worker sharing
+        the other is a placement the scheduler's balancing keeps (two tasks against one
+        either way), and the call runs at one thread's speed (1024^3: 20.5 ms against 14.9
+        with the two apart); the pool's contention deadline is not set then, as neither
+        thread waits long in a spin. `home == away`: the worker was not pinned. `pinned`
+        holds the CPU it is on, `mask` is room for the affinity mask (both on the worker's
+        stack)."""
+        home, away = cpus
+        with b.if_then(b.icmp_signed("!=", home, away)):
+            caller = b.load_atomic(self._slot(b, ctl, CALLER_CPU), "monotonic", 8)
+            wanted = b.select(b.icmp_signed("==", caller, home), away, home)
+            with b.if_then(b.icmp_signed("!=", wanted, b.load(pinned)), likely=False):
+                b.store(ir.Constant(mask.type.pointee, None), mask)
+                word = b.gep(mask, [_c(0), b.lshr(wanted, _c(6))], inbounds=True)
+                b.store(b.shl(_c(1), b.and_(wanted, _c(63))), word)
+                b.call(self.futex, [_c(SYS_SCHED_SETAFFINITY), _c(0), _c(8 * MASK_WORDS),
+                                    b.ptrtoint(mask, I64)])
+                b.store(wanted, pinned)
 
     def _note_gap(self, b: ir.IRBuilder, ctl: ir.Value, before: ir.Value,
                   after: ir.Value) -> None:
@@ -263,6 +305,8 @@ def _engine() -> Any:
     from fgrad.lower.llvm import engines, kernel_cache
     libc = ctypes.CDLL(None)
     llvm.add_symbol("fgrad_syscall", ctypes.cast(libc.syscall, ctypes.c_void_p).value)
+    llvm.add_symbol("fgrad_sched_getcpu",
+                    ctypes.cast(libc.sched_getcpu, ctypes.c_void_p).value)
     text = pool_module_text()
     key = engines.cache_key(f"pool\nO{kernel_cache.GLUE}\n{text}")
     obj = disk_cache.load(key, kernel_cache.FOLDER)
@@ -277,7 +321,8 @@ def _engine() -> Any:
     return engine
 
 
-_WORKER = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64)
+_WORKER = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64,
+                           ctypes.c_int64)
 _RUN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
                         ctypes.c_void_p, ctypes.c_int64)
 _CLOSE = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
@@ -330,27 +375,32 @@ def _quietly_build() -> None:
         pass
 
 
-def pin_worker(thread: int) -> None:
+def pin_worker(thread: int) -> tuple[int, int]:
     """Keep the calling pool worker (thread 1, 2, ...) on one CPU, the thread-th of those
-    this process may use (flags.pin_threads). Why: when another process keeps a core busy,
-    Linux wakes a worker onto its waker's CPU, so the caller and the worker shared one core
-    for stretches of ~10 calls while the busy process had the other (W3 n=1024 calls of
-    15 ms, one thread's time being 13.5); a pinned worker leaves the unpinned caller to move
-    away from it (docs/performance.md, twenty-sixth session)."""
+    this process may use (flags.pin_threads); return (that CPU, the first one), the worker's
+    `home` and `away` of `_Builder._follow_caller`, or (-1, -1) when it was not pinned.
+    Why: when another process keeps a core busy, Linux wakes a worker onto its waker's CPU,
+    so the caller and the worker shared one core for stretches of ~10 calls while the busy
+    process had the other (W3 n=1024 calls of 15 ms, one thread's time being 13.5); a pinned
+    worker is not pulled to the caller (docs/performance.md, twenty-sixth session), and it
+    moves away when the caller comes to it."""
     if not flags.pin_threads() or not hasattr(os, "sched_setaffinity"):
-        return
+        return -1, -1
     try:
         cpus = sorted(os.sched_getaffinity(0))
         if len(cpus) > 1:
-            os.sched_setaffinity(0, {cpus[thread % len(cpus)]})
+            home = cpus[thread % len(cpus)]
+            os.sched_setaffinity(0, {home})
+            if max(cpus) < 64 * MASK_WORDS:
+                return home, cpus[0]
     except OSError:   # a cpuset that refuses it: the worker runs unpinned
         pass
+    return -1, -1
 
 
 def _pinned_worker(loop: Any, control: int, thread: int) -> None:
     """A native worker's thread: pinned (`pin_worker`), then the native loop."""
-    pin_worker(thread)
-    loop(control, thread)
+    loop(control, thread, *pin_worker(thread))
 
 
 class NativePool:

@@ -140,4 +140,7 @@ def test_pool_workers_are_pinned(pin: str) -> None:
     cpus = sorted(os.sched_getaffinity(0))
     assert caller == cpus          # the calling thread is never pinned
     assert [name for name, _ in workers] == ["fgrad-llvm-1"]
-    assert workers[0][1] == ([cpus[1]] if pin == "1" else cpus)
+    if pin == "1":   # its own CPU, or the caller's usual one while the caller is on its own
+        assert workers[0][1] in ([cpus[1]], [cpus[0]])   # (pool._Builder._follow_caller)
+    else:
+        assert workers[0][1] == cpus

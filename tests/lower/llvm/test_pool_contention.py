@@ -1,6 +1,6 @@
 """The native pool under contention (fgrad/lower/llvm/pool.py): a thread taken off its CPU for
-over a millisecond inside a spin loop sets the deadline that makes workers spin short, and
-results stay right.
+over a millisecond inside a spin loop sets the deadline that makes workers spin short, a
+pinned worker moves off the caller's CPU, and results stay right.
 
 Busy neighbour processes preempt the pool's threads only when the scheduler chooses (a CI
 machine once ran 20 s of split products beside two of them without one preemption inside a
@@ -19,13 +19,13 @@ import pytest
 
 from fgrad.lower.llvm import pool
 from fgrad.lower.llvm.threads import POOL
-from subprocess_probe import REPO
+from subprocess_probe import REPO, run_probe
 
 pytestmark = pytest.mark.skipif(not isinstance(POOL, pool.NativePool),
                                 reason="the native pool runs on x86-64 Linux")
 
-PROBE = """
-    import time
+SPLIT_PRODUCT = """
+    import os, threading, time
     import numpy as np
     import fgrad
     from fgrad import Tensor
@@ -41,6 +41,9 @@ PROBE = """
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-3)
 
     checked_call()
+"""
+
+PROBE = SPLIT_PRODUCT + """
     before = POOL.contended_until()
     print("ready", flush=True)
     deadline = time.monotonic() + 60
@@ -71,3 +74,31 @@ def test_a_descheduled_spinning_thread_sets_the_contention_deadline() -> None:
             probe.wait()
     assert probe.returncode == 0, err
     assert out.split() == ["True"]
+
+
+FOLLOW_PROBE = SPLIT_PRODUCT + """
+    worker = next(t for t in threading.enumerate() if t.name == "fgrad-llvm-1")
+    cpus = sorted(os.sched_getaffinity(0))
+    home, away = cpus[1], cpus[0]
+
+    def worker_cpus_after_calls_on(caller_cpu):
+        os.sched_setaffinity(0, {caller_cpu})
+        for _ in range(300):
+            checked_call()
+            if os.sched_getaffinity(worker.native_id) == {home if caller_cpu == away else away}:
+                break
+        return sorted(os.sched_getaffinity(worker.native_id))
+
+    print(worker_cpus_after_calls_on(home) == [away])    # the caller came: the worker leaves
+    print(worker_cpus_after_calls_on(away) == [home])    # the caller went back: home again
+    print(worker_cpus_after_calls_on(home) == [away])
+"""
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs")
+def test_a_pinned_worker_moves_off_the_callers_cpu() -> None:
+    """The caller on the pinned worker's CPU (with a busy process on the other, the
+    scheduler leaves them sharing it): the worker re-pins itself to the caller's usual
+    CPU, and goes home when the caller leaves."""
+    env = {"FGRAD_PIN_THREADS": "1", "FGRAD_NUM_THREADS": "2"}
+    assert run_probe(FOLLOW_PROBE, env=env).split() == ["True", "True", "True"]
