@@ -11,10 +11,11 @@ buffer the kernel writes (each access of a written buffer is `c*i + rest` with t
 all of them and a `rest` spanning fewer than |c| elements), and it does enough work to pay
 for waking the workers. A store through a run-time index (a scatter's, whose rows may
 repeat) is never of that form, so such kernels run on one thread. Threads claim chunks of
-that loop from an atomic counter; any other kernel of a parallel part (small ones: those
-that cannot split and are large run in serial parts, e.g. full reductions to a scalar) is
-one chunk that a single thread claims. A call
-starts once every chunk of the previous one is done. A large gemm splits too, by output rows
+that loop from atomic counters, each its own contiguous range first (`_claim_home_first`),
+so that a thread meets again in one kernel what it wrote in the last; any other kernel of
+a parallel part (small ones: those that cannot split and are large run in serial parts,
+e.g. full reductions to a scalar) is one chunk that a single thread claims. A call starts
+once every chunk of the previous one is done. A large gemm splits too, by output rows
 (blas.py: OpenBLAS runs on one thread, each chunk one BLAS call); other library calls
 (small gemms, LAPACK) run in serial parts on the calling thread while the workers sleep.
 """
@@ -46,6 +47,7 @@ I64 = ir.IntType(64)
 MAX_CHUNKS = 64  # a split loop is cut into at most this many chunks...
 MIN_CHUNK_WORK = 1 << 13  # ... of at least this many innermost iterations each
 SPINS_BEFORE_YIELD = 200
+HOME_RANGES = 6  # claim counters in slots 0-5 of a call's state line (6, 7: a gemm's)
 Call = tuple[str, Sequence[int]]  # (kernel name, buffer slot of each parameter)
 
 # ---------------------------------------------------------------------------- planning
@@ -285,15 +287,18 @@ EmitCall = Callable[..., None]  # (builder, call n, chunk or None, line=state li
 
 
 def render_part(module: ir.Module, name: str, part: Part,
-                chunks: Sequence[tuple[int, int, int]], emit_call: EmitCall) -> ir.Function:
+                chunks: Sequence[tuple[int, int, int]], emit_call: EmitCall,
+                ordered: frozenset[int] = frozenset()) -> ir.Function:
     """`void name(i8** buffers, i64 thread, i64* state)` running calls [part.first,
     part.stop) of a segment; `emit_call(b, n, chunk, line=...)` emits call n (on iterations
     [lo, hi) of its loop when `chunk`; `line`: its counters, which a gemm with B packed
-    once uses too). In a parallel part every thread runs it at once:
-    call j's chunks are claimed from the counter state[16j] and counted done in
-    state[16j + 8] (own cache lines); a thread starts on call j once every chunk of call j-1
-    is done, and thread 0 returns once the last call is done. A thread that comes late finds
-    nothing left to claim. `chunks[n]` is call n's `chunking`."""
+    once uses too). In a parallel part every thread runs it at once: call j's chunks are
+    claimed through the counters of state line 16j (`_claim_home_first`; a call in
+    `ordered` strictly in order from slot 0) and counted done in state[16j + 8] (own cache
+    lines); the state's last word is the thread count (`new_state`). A thread starts on call
+    j once every chunk of call j-1 is done, and thread 0 returns once the last call is
+    done. A thread that comes late finds nothing left to claim. `chunks[n]` is call n's
+    `chunking`."""
     i8pp = ir.IntType(8).as_pointer().as_pointer()
     fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [i8pp, I64, I64.as_pointer()]),
                      name=name)
@@ -305,15 +310,20 @@ def render_part(module: ir.Module, name: str, part: Part,
         b.ret_void()
         return fn
     wait = render_wait(module)
-    state = fn.args[2]
+    state, thread = fn.args[2], fn.args[1]
+    calls = part.stop - part.first
+    threads = b.load(b.gep(state, [_i64(16 * calls)]))
     for j, n in enumerate(range(part.first, part.stop)):
         if j:
             b.call(wait, [b.gep(state, [_i64(16 * j - 8)]), _i64(chunks[n - 1][0])])
         claim, done = b.gep(state, [_i64(16 * j)]), b.gep(state, [_i64(16 * j + 8)])
-        _claim_loop(b, claim, done, chunks[n], functools.partial(emit_call, b, n, line=claim))
-    with b.if_then(b.icmp_signed("==", fn.args[1], _i64(0))):
-        last = part.stop - part.first - 1
-        b.call(wait, [b.gep(state, [_i64(16 * last + 8)]), _i64(chunks[part.stop - 1][0])])
+        body = functools.partial(emit_call, b, n, line=claim)
+        if n in ordered:
+            _claim_loop(b, claim, done, chunks[n], body)
+        else:
+            _claim_home_first(b, claim, done, chunks[n], body, thread, threads)
+    with b.if_then(b.icmp_signed("==", thread, _i64(0))):
+        b.call(wait, [b.gep(state, [_i64(16 * calls - 8)]), _i64(chunks[part.stop - 1][0])])
     b.ret_void()
     return fn
 
@@ -322,14 +332,70 @@ def _claim_loop(b: ir.IRBuilder, claim: ir.Value, done: ir.Value,
                 chunks: tuple[int, int, int],
                 body: Callable[[tuple[ir.Value, ir.Value] | None], None]) -> None:
     """while (c = claim++) < count: body(chunk c); done++ (release)."""
-    count, size, extent = chunks
     fn = b.function
     head, work, out = (fn.append_basic_block(n) for n in ("claim", "chunk", "claimed"))
     b.branch(head)
     b.position_at_end(head)
     c = b.atomic_rmw("add", claim, _i64(1), "monotonic")
-    b.cbranch(b.icmp_signed("<", c, _i64(count)), work, out)
+    b.cbranch(b.icmp_signed("<", c, _i64(chunks[0])), work, out)
     b.position_at_end(work)
+    _run_chunk(b, c, done, chunks, body)
+    b.branch(head)
+    b.position_at_end(out)
+
+
+def _claim_home_first(b: ir.IRBuilder, line: ir.Value, done: ir.Value,
+                      chunks: tuple[int, int, int],
+                      body: Callable[[tuple[ir.Value, ir.Value] | None], None],
+                      thread: ir.Value, threads: ir.Value) -> None:
+    """The chunks cut into R = min(threads, count, HOME_RANGES) contiguous home ranges, each
+    with its own counter (slot r of `line`); thread t claims from range t % R first, then
+    from the others in turn (t+1, t+2, ... mod R), so that an idle or delayed thread's
+    range is taken by the others. When every thread keeps up, thread t runs the same part
+    of every split loop: what it wrote in one call it reads in the next from its own
+    caches (on a host whose two CPUs share no L3 the W4 step ran 2x slower with chunks
+    claimed from one counter; docs/performance.md, thirty-seventh session)."""
+    count = chunks[0]
+    if count == 1:
+        _claim_loop(b, line, done, chunks, body)
+        return
+    fn = b.function
+    blocks = [fn.append_basic_block(n) for n in ("ranges", "range", "claim", "chunk",
+                                                 "next_range", "claimed")]
+    ranges_head, range_head, head, work, next_range, out = blocks
+    ranges = b.select(b.icmp_signed("<", threads, _i64(1)), _i64(1), threads)
+    for cap in (count, HOME_RANGES):
+        ranges = b.select(b.icmp_signed(">", ranges, _i64(cap)), _i64(cap), ranges)
+    start = b.urem(thread, ranges)
+    entry = b.block
+    b.branch(ranges_head)
+    b.position_at_end(ranges_head)
+    visited = b.phi(I64, name="visited")
+    visited.add_incoming(_i64(0), entry)
+    b.cbranch(b.icmp_signed("<", visited, ranges), range_head, out)
+    b.position_at_end(range_head)
+    r = b.urem(b.add(start, visited), ranges)
+    lo = b.udiv(b.mul(r, _i64(count)), ranges)
+    hi = b.udiv(b.mul(b.add(r, _i64(1)), _i64(count)), ranges)
+    counter = b.gep(line, [r])
+    b.branch(head)
+    b.position_at_end(head)
+    c = b.add(lo, b.atomic_rmw("add", counter, _i64(1), "monotonic"))
+    b.cbranch(b.icmp_signed("<", c, hi), work, next_range)
+    b.position_at_end(work)
+    _run_chunk(b, c, done, chunks, body)
+    b.branch(head)
+    b.position_at_end(next_range)
+    visited.add_incoming(b.add(visited, _i64(1)), next_range)
+    b.branch(ranges_head)
+    b.position_at_end(out)
+
+
+def _run_chunk(b: ir.IRBuilder, c: ir.Value, done: ir.Value, chunks: tuple[int, int, int],
+               body: Callable[[tuple[ir.Value, ir.Value] | None], None]) -> None:
+    """body(chunk c) (iterations [c*size, min((c+1)*size, extent)), or the whole call when
+    size is 0); then done++ (release)."""
+    _, size, extent = chunks
     if size:
         lo = b.mul(c, _i64(size))
         end = b.add(lo, _i64(size))
@@ -337,8 +403,6 @@ def _claim_loop(b: ir.IRBuilder, claim: ir.Value, done: ir.Value,
     else:
         body(None)
     b.atomic_rmw("add", done, _i64(1), "release")
-    b.branch(head)
-    b.position_at_end(out)
 
 
 # ---------------------------------------------------------------------------- running
@@ -420,9 +484,12 @@ PART_ENTRY = ctypes.CFUNCTYPE(None, ctypes.POINTER(ctypes.c_void_p), ctypes.c_in
                               ctypes.POINTER(ctypes.c_int64))
 
 
-def new_state(calls: int) -> Any:
-    """Zeroed counters for one run of a parallel part of `calls` calls."""
-    return (ctypes.c_int64 * (16 * calls))()
+def new_state(calls: int, nthreads: int) -> Any:
+    """Zeroed counters for one run of a parallel part of `calls` calls on `nthreads`
+    threads (its last word; render_part)."""
+    state = (ctypes.c_int64 * (16 * calls + 1))()
+    state[16 * calls] = nthreads
+    return state
 
 
 class _Job:
@@ -518,7 +585,7 @@ def run_parts(parts: Sequence[tuple[PartEntry, int, int, bool]], table: Any) -> 
         if not parallel:
             entry(table, 0, None)
         elif nthreads > 1:
-            POOL.run(entry, address, table, new_state(calls), nthreads)
+            POOL.run(entry, address, table, new_state(calls, nthreads), nthreads)
         else:
-            entry(table, 0, new_state(calls))
+            entry(table, 0, new_state(calls, 1))
     return FAILED[0] - failures

@@ -42,7 +42,7 @@ def test_pool_run_waits_for_every_worker_that_entered(make_pool):
     address = ctypes.cast(callback, ctypes.c_void_p).value
     for _ in range(20):
         entered.clear()
-        pool.run(callback, address, (ctypes.c_void_p * 1)(), new_state(1), 4)
+        pool.run(callback, address, (ctypes.c_void_p * 1)(), new_state(1, 4), 4)
         with lock:
             leftover.append(inside[0])
     assert leftover == [0] * 20
@@ -139,7 +139,7 @@ def test_a_dropped_pool_stops_its_workers():
     calls = []
     callback = PART_CALLBACK(lambda table, thread, state: calls.append(thread))
     pool.run(callback, ctypes.cast(callback, ctypes.c_void_p).value,
-             (ctypes.c_void_p * 1)(), new_state(1), 3)
+             (ctypes.c_void_p * 1)(), new_state(1, 3), 3)
     workers = list(pool._workers)
     assert len(workers) == 2 and 0 in calls
     del pool

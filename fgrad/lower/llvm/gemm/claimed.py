@@ -17,9 +17,9 @@ per block, release/acquire); blocks are claimed in order, so the wait is rare an
 
 The counters live in one zeroed block of the call's (`scratch_elems` i64): one per panel,
 each on its own cache line, then one per row block. The first thread to need it allocates
-it and installs it in the call's state line (slot 2) by compare-and-swap (a thread that
+it and installs it in the call's state line (slot 6) by compare-and-swap (a thread that
 loses frees its own; where calloc fails, `NO_COUNTERS`, and part 0 computes every row
-alone); the thread that finishes the last part (slot 3) frees it. The driver
+alone); the thread that finishes the last part (slot 7) frees it. The driver
 reads its address from its `dims` ("claims"; 0 for the plain split).
 """
 from __future__ import annotations
@@ -34,7 +34,7 @@ from fgrad.lower.llvm.gemm.native import I64, KC, MC_TARGET, NC, _c, _libc, _loo
 
 ROW_BLOCKS_PER_THREAD = 4
 LINE = 8                     # i64 per cache line: one panel counter each
-SCRATCH_SLOT, FINISHED_SLOT = 2, 3   # i64 slots of the call's state line
+SCRATCH_SLOT, FINISHED_SLOT = 6, 7   # state line slots (0-5: threads.HOME_RANGES counters)
 NO_COUNTERS = 1   # the scratch slot's value when calloc failed
 # measurement switch (bench/A-B): False keeps the plain split where B is not shared
 ENABLED = True

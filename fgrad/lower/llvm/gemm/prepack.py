@@ -18,8 +18,8 @@ fewer of them.
 The packed B lives in one malloc'd block of k x round_up(n, NR) elements laid out as the
 driver reads it: per NC-wide column block jc, per KC-deep slice pc, the panel of that
 slice (NR-wide slivers, kc deep) at element jc*k + pc*round_up(nc_jc, NR). The thread that
-claims unit 0 allocates it and publishes its address in the call's state line (slot 2,
-release); the others wait for it there. Slot 3 counts finished row chunks; the thread that
+claims unit 0 allocates it and publishes its address in the call's state line (slot 6,
+release); the others wait for it there. Slot 7 counts finished row chunks; the thread that
 finishes the last one frees the block. Where the block cannot be allocated, unit 0 records
 the failure (gemm/scratch.py) and publishes NO_BLOCK: every chunk still runs and counts
 itself done, skipping its packing or its rows, so no thread waits for ever.
@@ -51,7 +51,7 @@ MAX_PACKED_BYTES = 1 << 28     # a larger B keeps the driver's own per-chunk pac
 # us, 256^3 0.261 vs 0.190 ms, 1024^3 10.66 vs 10.39, 2048^3 83.9 vs 84.5, W5's step 5.74 vs
 # 5.51). The shared B was built for an earlier EPYC VM against the plain split (design.md).
 ENABLED: bool | None = None
-SCRATCH_SLOT, FINISHED_SLOT, DONE_SLOT = 2, 3, 8   # i64 slots of the call's state line
+SCRATCH_SLOT, FINISHED_SLOT, DONE_SLOT = 6, 7, 8   # state line slots (0-5: claim counters)
 NO_BLOCK = 1   # the scratch slot's value when the packed B could not be allocated
 
 

@@ -568,8 +568,7 @@ def render_module(kernels: Sequence[Kernel], segments: Sequence[Sequence[Call]],
     """One module: every kernel and library call, plus the entries of each segment (see
     `entry_names`). A kernel named in `external` (name -> (symbol, function type)) is only
     declared: its code comes compiled on its own (kernel_cache.py); so is a library call
-    named there. `epilogues`: gemm calls (by name) that run a kernel inside (the program's
-    `epilogues`)."""
+    named there. `epilogues`: gemm calls (by name) that run a kernel inside."""
     module = ir.Module(name="fgrad")
     external = external or {}
     functions = {k.name: _declare(module, *external[k.name]) if k.name in external
@@ -594,7 +593,8 @@ def render_module(kernels: Sequence[Kernel], segments: Sequence[Sequence[Call]],
             render_entry(module, names[0], calls, functions, by_name, library)
             continue
         emit = emit_calls(calls, functions, by_name, library, prepacks)
+        ordered = frozenset(n for n, (name, _) in enumerate(calls) if name in prepacks)
         chunks = [library.get(name) or chunking(by_name.get(name)) for name, _ in calls]
         for name, part in zip(names, parts, strict=True):
-            render_part(module, name, part, chunks, emit)
+            render_part(module, name, part, chunks, emit, ordered)
     return module
