@@ -23,9 +23,9 @@ import numpy as np
 
 from fgrad.core.dtypes import NARROW_FLOATS, DType, dtypes
 from fgrad.core.ir import Atom, Eqn, Literal, Var
-from fgrad.lower.kernel.index import (Div, Ix, Mod, Sym, add, clamp, delinearize, floordiv,
-                                  ix_const, ix_dyn, ix_range, ix_sym, linearize, mod, scale,
-                                  used_syms)
+from fgrad.lower.kernel.index import (Div, FlatIndex, Ix, Mod, Sym, add, clamp, delinearize,
+                                  floordiv, ix_const, ix_dyn, ix_range, ix_sym, linearize, mod,
+                                  scale, used_syms)
 from fgrad.lower.kernel.ir import (AccInit, AccRead, AccUpdate, Cond, Const, Expr, IndexPred,
                                    IndexValue, Kernel, Load, Loop, Op, Param, Stmt, Store,
                                    check_kernel, expr_nodes, expr_syms, kernel_indices)
@@ -88,6 +88,10 @@ class _Values:
         aval = var.aval
         if aval.size == 0:
             return Const(_cast(0, aval.dtype), aval.dtype)
+        if isinstance(idx, FlatIndex) and idx.shape == aval.shape:
+            lo, hi = ix_range(idx.flat)
+            if 0 <= lo and hi < aval.size:   # every axis in range: no clamp to apply
+                return Load(self.buffer(var), idx.flat, aval.dtype)
         safe = tuple(clamp(i, n - 1) for i, n in zip(idx, aval.shape, strict=True))
         return Load(self.buffer(var), linearize(safe, aval.shape), aval.dtype)
 

@@ -8,8 +8,9 @@ An `Ix` is sum(coeff * atom) + const over atoms `Sym`, `Div` (floor division), `
 modulo), `Clamp` (into [0, hi]), all by positive constants, and `Dyn` (a kernel-IR integer
 value computed at run time, e.g. a load of a gather's index buffer, clamped into [0, hi]:
 its bounds are known though its value is not). Constructors simplify as they
-build: exact division by a common factor, range-based folding, and `n*(e//n) + e%n == e`,
-so reshapes of contiguous data come out affine. `ix_range` gives sound integer bounds.
+build: exact division by a common factor, range-based folding, and `n*(e//n) + e%n == e`
+with its nested forms (`_fold_pair`), so reshapes of contiguous data come out affine.
+`ix_range` gives sound integer bounds.
 """
 from __future__ import annotations
 
@@ -202,22 +203,41 @@ def _make(terms: dict[IxAtom, int], const: int) -> Ix:
 
 
 def _fold_pair(terms: dict[IxAtom, int]) -> int | None:
-    """Rewrite k*(X % n) + k*n*(X // n) into k*X in place; returns the constant k*X adds,
-    or None when nothing matched."""
+    """Rewrite, in place, k*(X % n) + k*n*B where B is X // n or (X // n) % m, or differs
+    from them by loop variables alone (B = Y // e or Y % m with Y - X // n == D, a sum of
+    loop variables): with X' = X + n*D, into k*X' or k*(X' % (n*m)). Returns the constant
+    this adds, or None when nothing matched. X' agrees with X modulo n and X' // n is
+    Y, so each rewrite is exact; each leaves one atom fewer. It turns the row-major offset
+    of a reshape's delinearized multi-index back into the flat offset it came from."""
     for atom, k in terms.items():
         if not isinstance(atom, Mod):
             continue
         quotient = floordiv(atom.arg, atom.d)
-        if len(quotient.terms) != 1 or quotient.const or quotient.terms[0][1] != 1:
-            continue
-        q_atom = quotient.terms[0][0]
-        if terms.get(q_atom) != k * atom.d:
-            continue
-        del terms[atom]
-        del terms[q_atom]
-        for a, c in atom.arg.terms:
-            terms[a] = terms.get(a, 0) + k * c
-        return k * atom.arg.const
+        for other, c in terms.items():
+            if c != k * atom.d or other == atom:
+                continue
+            inner = _whole(other)
+            if inner is None or isinstance(other, Mod) and ix_range(inner)[0] < 0:
+                continue   # (X' % (n*m) is only emitted for X' >= 0)
+            shift = add(inner, scale(quotient, -1))
+            if any(not isinstance(a, Sym) for a, _ in shift.terms):
+                continue
+            moved = add(atom.arg, scale(shift, atom.d))
+            folded = mod(moved, atom.d * other.d) if isinstance(other, Mod) else moved
+            del terms[atom]
+            del terms[other]
+            for a, coeff in folded.terms:
+                terms[a] = terms.get(a, 0) + k * coeff
+            return k * folded.const
+    return None
+
+
+def _whole(atom: IxAtom) -> Ix | None:
+    """Y of an atom Y // e (as the Ix Y // e itself) or Y % m (Y); None for others."""
+    if isinstance(atom, Mod):
+        return atom.arg
+    if isinstance(atom, Div):
+        return Ix(((atom, 1),), 0)
     return None
 
 
@@ -290,16 +310,33 @@ def clamp(e: Ix, hi: int) -> Ix:
 
 
 def linearize(idx: tuple[Ix, ...], shape: tuple[int, ...]) -> Ix:
-    """The row-major flat offset of a multi-index."""
+    """The row-major flat offset of a multi-index (a `FlatIndex` of `shape`: its own)."""
+    if isinstance(idx, FlatIndex) and idx.shape == tuple(shape):
+        return idx.flat
     flat = ix_const(0)
     for i, n in zip(idx, shape, strict=True):
         flat = add(scale(flat, n), i)
     return flat
 
 
+class FlatIndex(tuple):
+    """A multi-index that `delinearize` made of a flat offset, which it keeps (`flat`, with
+    the `shape`): a load of a row-major buffer of that shape reads at `flat` itself, where
+    re-linearizing the axes' divisions and remainders need not fold back to it."""
+
+    flat: Ix
+    shape: tuple[int, ...]
+
+    def __new__(cls, axes: list[Ix], flat: Ix, shape: tuple[int, ...]) -> FlatIndex:
+        made = super().__new__(cls, axes)
+        made.flat, made.shape = flat, shape
+        return made
+
+
 def delinearize(flat: Ix, shape: tuple[int, ...]) -> tuple[Ix, ...]:
-    """The row-major multi-index of a flat offset. The outermost non-unit axis takes no
-    modulo: for an offset outside the array it runs out of range, and loads clamp it."""
+    """The row-major multi-index of a flat offset (a `FlatIndex`). The outermost non-unit
+    axis takes no modulo: for an offset outside the array it runs out of range, and loads
+    clamp it."""
     out = []
     stride = 1
     outermost = next((a for a, n in enumerate(shape) if n > 1), -1)
@@ -312,4 +349,4 @@ def delinearize(flat: Ix, shape: tuple[int, ...]) -> tuple[Ix, ...]:
         else:
             out.append(mod(floordiv(flat, stride), n))
         stride *= max(n, 1)
-    return tuple(reversed(out))
+    return FlatIndex(out[::-1], flat, shape)
