@@ -29,6 +29,7 @@ import time
 from collections.abc import Callable
 
 import check
+import handoff
 import mlp
 import peak
 import report
@@ -170,8 +171,9 @@ def main() -> None:
     settings.repeats = args.repeats or settings.repeats
     settings.stat = args.stat
     print("\n".join(header(args.quick, args.stat)))
-    before = peak.measure()
+    before, handoff_before = peak.measure(), handoff.measure()
     print(peak.describe(before))
+    print(handoff.describe(handoff_before))
     print(report.column_header())
     if args.contended:
         print("contended: a spinning process keeps one core busy")
@@ -179,12 +181,14 @@ def main() -> None:
     with check.busy_core() if args.contended else contextlib.nullcontext():
         rows = run_workloads(args, settings)
     print(f"total {time.perf_counter() - start:.0f} s")
-    after = peak.measure()
-    machine = [peak.describe(before), "after the run, " + peak.describe(after)]
+    after, handoff_after = peak.measure(), handoff.measure()
+    machine = [peak.describe(before), handoff.describe(handoff_before),
+               "after the run, " + peak.describe(after),
+               "after the run, " + handoff.describe(handoff_after)]
     moved = peak.changed(before, after)
     if moved:
         machine.append("warning: " + moved)
-    print("\n".join(machine[1:]))
+    print("\n".join(machine[2:]))
     if args.markdown:
         with open(args.markdown, "w", encoding="utf-8") as f:
             f.write("\n".join([*machine, "", *report.markdown(rows)]) + "\n")
