@@ -33,6 +33,9 @@ from llvmlite import ir
 from fgrad.lower.llvm.gemm.native import I64, KC, MC_TARGET, NC, _c, _libc, _loop, _smin
 
 ROW_BLOCKS_PER_THREAD = 4
+# a 256^3 product on a 16-core Xeon: 0.121 ms in 4 parts, 0.136 in 8, 0.264 in 16 (each part
+# packing all of B); PyTorch 0.053 (docs/performance.md, thirty-seventh session)
+MIN_PART_ROWS = 64
 LINE = 8                     # i64 per cache line: one panel counter each
 SCRATCH_SLOT, FINISHED_SLOT = 6, 7   # state line slots (0-5: threads.HOME_RANGES counters)
 NO_COUNTERS = 1   # the scratch slot's value when calloc failed
@@ -68,11 +71,12 @@ class ClaimedPlan:
 
 
 def split_rows(m: int, mr: int, row_flops: int, min_chunk_flops: int) -> tuple[int, int]:
-    """(threads, rows per chunk) of a split product's m rows: about ROW_BLOCKS_PER_THREAD
-    chunks per thread of the machine (not FGRAD_NUM_THREADS: one plan), each of at least
-    `min_chunk_flops`, whole MR tiles, at most the driver's MC (gemm/prepack.py's row
-    chunks too)."""
-    threads = max(2, os.cpu_count() or 1)
+    """(parts, rows per chunk) of a split product's m rows: a part per thread of the
+    machine (not FGRAD_NUM_THREADS: one plan) but at least MIN_PART_ROWS rows each (each
+    part packs the B panels it uses itself), about ROW_BLOCKS_PER_THREAD chunks per part,
+    each of at least `min_chunk_flops`, whole MR tiles, at most the driver's MC
+    (gemm/prepack.py's row chunks too)."""
+    threads = max(2, min(os.cpu_count() or 1, m // MIN_PART_ROWS))
     rows = max(-(-m // (threads * ROW_BLOCKS_PER_THREAD)), -(-min_chunk_flops // row_flops))
     return threads, min(-(-rows // mr) * mr, max(mr, MC_TARGET // mr * mr))
 
