@@ -112,3 +112,19 @@ def _apply_step(step: str, t: Tensor, rng: np.random.Generator) -> Tensor:
     if step == "cat" and shape:
         return t.cat(t * 2, dim=len(shape) - 1)
     return t + 1
+
+
+def ix_value(e: Any, env: dict) -> int:
+    """The integer an index expression (`fgrad.lower.kernel.index.Ix`) takes when each loop
+    variable has the value `env` gives it: floor division and modulo as Python's."""
+    from fgrad.lower.kernel import index as ixa
+    total = e.const
+    for atom, c in e.terms:
+        if isinstance(atom, ixa.Sym):
+            v = env[atom]
+        else:
+            inner = ix_value(atom.arg, env)
+            v = (inner // atom.d if isinstance(atom, ixa.Div) else inner % atom.d
+                 if isinstance(atom, ixa.Mod) else min(max(inner, 0), atom.hi))
+        total += c * v
+    return total

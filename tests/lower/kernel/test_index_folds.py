@@ -9,23 +9,11 @@ import math
 
 import numpy as np
 import pytest
+from llvm_helpers import ix_value
 
 import fgrad
 from fgrad import Tensor
 from fgrad.lower.kernel import index as ixa
-
-
-def _value(e: ixa.Ix, env: dict) -> int:
-    total = e.const
-    for atom, c in e.terms:
-        if isinstance(atom, ixa.Sym):
-            v = env[atom]
-        else:
-            inner = _value(atom.arg, env)
-            v = (inner // atom.d if isinstance(atom, ixa.Div) else inner % atom.d
-                 if isinstance(atom, ixa.Mod) else min(max(inner, 0), atom.hi))
-        total += c * v
-    return total
 
 
 def _atoms(e: ixa.Ix) -> int:
@@ -48,7 +36,7 @@ def test_a_reshape_of_contiguous_data_reads_its_flat_offset(outer, inner) -> Non
     if math.prod(outer) <= 4096:
         for values in itertools.product(*(range(n) for n in outer)):
             env = dict(zip(syms, values))
-            assert _value(plain, env) == _value(flat, env), (str(plain), values)
+            assert ix_value(plain, env) == ix_value(flat, env), (str(plain), values)
     if inner == (32, 32, 32, 32):
         assert plain == flat, str(plain)
 
@@ -71,8 +59,8 @@ def test_nested_folds_are_exact_on_every_iteration() -> None:
             for values in itertools.product(range(7), range(9), range(4)):
                 env = dict(zip(env_names, values))
                 xv = ci * values[0] + cj * values[1] + c0
-                want = k * (xv % n) + k * n * _value(b, env)
-                got = _value(total, env)
+                want = k * (xv % n) + k * n * ix_value(b, env)
+                got = ix_value(total, env)
                 assert got == want and lo <= got <= hi, (str(total), values)
 
 

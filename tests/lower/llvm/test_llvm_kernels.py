@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from llvm_helpers import HALF, assert_native, close, llvm, sched_of, w1
+from llvm_helpers import HALF, assert_native, close, ix_value, llvm, sched_of, w1
 
 import fgrad
 from fgrad import Tensor, dtypes
@@ -161,19 +161,6 @@ def test_schedule_and_kernel_ir_print_as_pinned() -> None:
     close(llvm(_pinned_program, Tensor(x)), want.astype(np.float32), rtol=1e-6)
 
 
-def _eval_ix(e: ixa.Ix, env: dict) -> int:
-    total = e.const
-    for atom, c in e.terms:
-        if isinstance(atom, ixa.Sym):
-            v = env[atom]
-        else:
-            inner = _eval_ix(atom.arg, env)
-            v = (inner // atom.d if isinstance(atom, ixa.Div) else inner % atom.d
-                 if isinstance(atom, ixa.Mod) else min(max(inner, 0), atom.hi))
-        total += c * v
-    return total
-
-
 def test_index_algebra_is_exact_and_its_bounds_are_sound() -> None:
     rng = np.random.default_rng(11)
     i, j = ixa.Sym("i", 6), ixa.Sym("j", 10)
@@ -191,7 +178,7 @@ def test_index_algebra_is_exact_and_its_bounds_are_sound() -> None:
             lo, hi = ixa.ix_range(e)
             for a in range(6):
                 for b in range(10):
-                    got = _eval_ix(e, {i: a, j: b})
+                    got = ix_value(e, {i: a, j: b})
                     assert got == ref(ci * a + cj * b + c0) and lo <= got <= hi, str(e)
     f = ixa.Sym("f", 24)
     assert ixa.linearize(ixa.delinearize(ixa.ix_sym(f), (2, 3, 4)), (2, 3, 4)) == \
