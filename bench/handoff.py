@@ -101,5 +101,13 @@ def describe(ns: float | None) -> str:
     return f"cache-line handoff between CPUs: {ns:.0f} ns one way{where}"
 
 
+def split_note(before: float | None, after: float | None) -> str:
+    """A workload row's note when the CPUs looked split before or after it ('' if not)."""
+    seen = [ns for ns in (before, after) if ns is not None]
+    if not seen or max(seen) <= SPLIT_NS:
+        return ""
+    return f"CPUs likely on different L3s: handoff {before:.0f} / {after:.0f} ns"
+
+
 if __name__ == "__main__":
     print(describe(measure()))

@@ -64,6 +64,7 @@ class Row:
     unit: str = "ms"
     results: dict[str, Result] = field(default_factory=dict)
     reference: str = "numpy"
+    note: str = ""   # printed after the label (not part of it: the baseline keys on labels)
 
 
 def optional(name: str) -> Any:

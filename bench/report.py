@@ -27,7 +27,7 @@ def gflops(row: Row, value: Result) -> str:
 
 def text_lines(row: Row) -> list[str]:
     """One block of the printed table: the label, then a line per contender."""
-    lines = [row.label]
+    lines = [_titled(row)]
     for name, value in row.results.items():
         if isinstance(value, str):
             lines.append(f"  {name:13s} {value}")
@@ -69,5 +69,9 @@ def markdown(rows: list[Row]) -> list[str]:
         times = [v for v in row.results.values() if isinstance(v, float)]
         fastest = min(times) if times else None
         cells = [_md_cell(row, n, fastest) for n in names]
-        lines.append(f"| {row.label} | " + " | ".join(cells) + " |")
+        lines.append(f"| {_titled(row)} | " + " | ".join(cells) + " |")
     return lines
+
+
+def _titled(row: Row) -> str:
+    return f"{row.label} [{row.note}]" if row.note else row.label

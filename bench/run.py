@@ -123,7 +123,9 @@ def run_workloads(args: argparse.Namespace, settings: Settings) -> list[Row]:
         except Exception as exc:  # noqa: BLE001  (set-up failed: report it, go on)
             built = [Row(f"{wid} (set-up)", {}, results={"numpy": short_error(exc)})]
         for row in built:
+            before = handoff.measure(repeats=1)
             rows.append(run_slowdown(row, settings) if args.slowdown else run_row(row, settings))
+            row.note = handoff.split_note(before, handoff.measure(repeats=1))
             print("\n".join(report.text_lines(row)), flush=True)
     return rows
 
