@@ -11,6 +11,7 @@ by the other crosses between the caches). Run: python bench/handoff.py
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 import statistics
 import threading
@@ -50,14 +51,16 @@ done:
   ret void
 }
 """
-_ENGINES: list[object] = []
+_ENGINE: list[object] = []   # keeps the probe's code alive
 
 
+@functools.cache
 def _probe() -> Callable[[int, int, int], None]:
+    """The compiled probe, built once per process (the bench measures before every row)."""
     module = llvm.parse_assembly(PROBE_IR)
     engine = llvm.create_mcjit_compiler(module, target.new_machine())
     engine.finalize_object()
-    _ENGINES.append(engine)
+    _ENGINE.append(engine)
     return ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)(
         engine.get_function_address("pass_counter"))   # ctypes drops the GIL
 
