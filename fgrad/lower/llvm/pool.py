@@ -53,13 +53,14 @@ import os
 import sys
 import threading
 import weakref
-from typing import Any
+from typing import Any, Callable
 
 import llvmlite.binding as llvm
 from llvmlite import ir
 
 from fgrad import flags
 from fgrad.lower.llvm import disk_cache, target
+from fgrad.lower.llvm import pool_rescue as rescue
 
 I32, I64 = ir.IntType(32), ir.IntType(64)
 I8PP = ir.IntType(8).as_pointer().as_pointer()
@@ -75,6 +76,7 @@ SYS_FUTEX, FUTEX_WAIT_PRIVATE, FUTEX_WAKE_PRIVATE = 202, 128, 129   # x86-64 Lin
 SYS_SCHED_YIELD, SYS_SCHED_SETAFFINITY = 24, 203
 MASK_WORDS = 16   # the CPU mask a worker re-pins itself with: CPUs 0-1023
 YIELD_EVERY = 256   # pauses between yields while the caller waits for workers to leave
+WORKER_SLOTS = 64   # the least worker lines the workers block has room for
 
 
 def native_pool_supported() -> bool:
@@ -87,7 +89,11 @@ def _c(v: int, ty: ir.IntType = I64) -> ir.Constant:
 
 
 class _Builder:
-    """Emits the pool's two functions into one module."""
+    """Emits the pool's functions into one module."""
+
+    SYS_FUTEX, FUTEX_WAIT_PRIVATE, FUTEX_WAKE_PRIVATE = (SYS_FUTEX, FUTEX_WAIT_PRIVATE,
+                                                         FUTEX_WAKE_PRIVATE)
+    MASK_WORDS, THREADS, INSIDE = MASK_WORDS, THREADS, INSIDE
 
     def __init__(self) -> None:
         self.module = ir.Module(name="fgrad_pool")
@@ -104,6 +110,31 @@ class _Builder:
     @staticmethod
     def _slot(b: ir.IRBuilder, ctl: ir.Value, i: int) -> ir.Value:
         return b.gep(ctl, [_c(i)], inbounds=True)
+
+    def loop(self, b: ir.IRBuilder, start: ir.Value, stop: ir.Value,
+             body: Callable[[ir.Value], None], name: str) -> None:
+        """Emit `for i in range(start, stop): body(i)`."""
+        before, head = b.block, b.function.append_basic_block(f"{name}.head")
+        step, done = (b.function.append_basic_block(f"{name}.{s}") for s in ("body", "end"))
+        b.branch(head)
+        b.position_at_end(head)
+        i = b.phi(I64, name=name)
+        i.add_incoming(start, before)
+        b.cbranch(b.icmp_signed("<", i, stop), step, done)
+        b.position_at_end(step)
+        body(i)
+        i.add_incoming(b.add(i, _c(1)), b.block)
+        b.branch(head)
+        b.position_at_end(done)
+
+    def pin_to(self, b: ir.IRBuilder, tid: ir.Value, cpu: ir.Value, mask: ir.Value) -> None:
+        """Emit: restrict thread `tid` (0: this one) to CPU `cpu` (`mask`: room for the
+        affinity mask)."""
+        b.store(ir.Constant(mask.type.pointee, None), mask)
+        word = b.gep(mask, [_c(0), b.lshr(cpu, _c(6))], inbounds=True)
+        b.store(b.shl(_c(1), b.and_(cpu, _c(63))), word)
+        b.call(self.futex, [_c(SYS_SCHED_SETAFFINITY), tid, _c(8 * MASK_WORDS),
+                            b.ptrtoint(mask, I64)])
 
     def _generation(self, b: ir.IRBuilder, ctl: ir.Value) -> ir.Value:
         return b.bitcast(self._slot(b, ctl, GENERATION), I32.as_pointer())
@@ -167,7 +198,10 @@ class _Builder:
         b.cbranch(b.icmp_signed("!=", stop, _c(0)), blocks["done"], blocks["enter"])
         b.position_at_end(blocks["enter"])
         # before OPEN: a worker that shares the caller's CPU often finds its part closed
+        line = rescue.worker_line(self, b, ctl, thread)
+        rescue.forget_move(b, line, pinned)
         self._follow_caller(b, ctl, (home, away), pinned, mask)
+        rescue.enter_part(b, line)
         inside = self._slot(b, ctl, INSIDE)
         b.atomic_rmw("add", inside, _c(1), "seq_cst")
         is_open = b.load_atomic(self._slot(b, ctl, OPEN), "seq_cst", 8)
@@ -181,8 +215,10 @@ class _Builder:
                [b.inttoptr(table, I8PP), thread, b.inttoptr(state, I64.as_pointer())])
         b.branch(blocks["leave"])
         b.position_at_end(blocks["leave"])
+        rescue.mark_out(b, line)
         b.atomic_rmw("sub", inside, _c(1), "seq_cst")
-        seen.add_incoming(now, blocks["leave"])
+        rescue.leave_part(self, b, ctl, line, pinned, mask)
+        seen.add_incoming(now, b.block)
         b.branch(blocks["wait"])
         b.position_at_end(blocks["done"])
         b.ret_void()
@@ -197,6 +233,9 @@ class _Builder:
         blocks = {n: fn.append_basic_block(n) for n in ("entry", "wake", "work", "look",
                                                         "spin", "done")}
         b = ir.IRBuilder(blocks["entry"])
+        timeout = b.alloca(I64, 2, name="timeout")
+        b.store(_c(0), timeout)
+        b.store(_c(rescue.SLEEP_NS), b.gep(timeout, [_c(1)], inbounds=True))
         self._tell_caller_cpu(b, ctl)
         for i, value in ((ENTRY, entry), (TABLE, table), (STATE, state), (THREADS, threads)):
             b.store_atomic(value, self._slot(b, ctl, i), "release", 8)
@@ -226,7 +265,7 @@ class _Builder:
         b.call(self.pause, [])
         more = b.add(spins, _c(1))
         with b.if_then(b.icmp_unsigned("==", b.and_(more, _c(YIELD_EVERY - 1)), _c(0))):
-            b.call(self.futex, [_c(SYS_SCHED_YIELD)])
+            self._yield_or_rescue(b, ctl, closed_at, timeout)
         tick = b.call(self.clock, [])
         self._note_gap(b, ctl, last, tick)   # this thread was preempted while it waited
         spins.add_incoming(more, b.block)
@@ -234,6 +273,24 @@ class _Builder:
         b.branch(blocks["look"])
         b.position_at_end(blocks["done"])
         b.ret_void()
+
+    def _yield_or_rescue(self, b: ir.IRBuilder, ctl: ir.Value, closed_at: ir.Value,
+                         timeout: ir.Value) -> None:
+        """Emit (the caller, waiting for workers to leave): once it has waited
+        RESCUE_AFTER_CYCLES, move workers taken off their CPUs onto this one and sleep
+        until they leave (pool_rescue.py); else yield the CPU."""
+        waited = b.sub(b.call(self.clock, []), closed_at)
+        with b.if_else(b.icmp_unsigned(">", waited, _c(rescue.RESCUE_AFTER_CYCLES))) as (
+                late, early):
+            with late:
+                count = b.call(self.module.get_global("fgrad_pool_rescue"), [ctl])
+                with b.if_else(b.icmp_signed(">", count, _c(0))) as (some, none):
+                    with some:
+                        rescue.sleep_until_left(self, b, ctl, timeout)
+                    with none:
+                        b.call(self.futex, [_c(SYS_SCHED_YIELD)])
+            with early:
+                b.call(self.futex, [_c(SYS_SCHED_YIELD)])
 
     def _tell_caller_cpu(self, b: ir.IRBuilder, ctl: ir.Value) -> None:
         """Emit (the caller, before it posts a part): write the CPU this thread runs on to
@@ -258,11 +315,7 @@ class _Builder:
             caller = b.load_atomic(self._slot(b, ctl, CALLER_CPU), "monotonic", 8)
             wanted = b.select(b.icmp_signed("==", caller, home), away, home)
             with b.if_then(b.icmp_signed("!=", wanted, b.load(pinned)), likely=False):
-                b.store(ir.Constant(mask.type.pointee, None), mask)
-                word = b.gep(mask, [_c(0), b.lshr(wanted, _c(6))], inbounds=True)
-                b.store(b.shl(_c(1), b.and_(wanted, _c(63))), word)
-                b.call(self.futex, [_c(SYS_SCHED_SETAFFINITY), _c(0), _c(8 * MASK_WORDS),
-                                    b.ptrtoint(mask, I64)])
+                self.pin_to(b, _c(0), wanted, mask)
                 b.store(wanted, pinned)
 
     def _note_gap(self, b: ir.IRBuilder, ctl: ir.Value, before: ir.Value,
@@ -290,6 +343,7 @@ class _Builder:
 def pool_module_text() -> str:
     """The LLVM IR of the pool's native functions (module docstring)."""
     builder = _Builder()
+    rescue.rescue_function(builder)
     builder.worker()
     builder.runner()
     builder.closer()
@@ -399,8 +453,15 @@ def pin_worker(thread: int) -> tuple[int, int]:
 
 
 def _pinned_worker(loop: Any, control: int, thread: int) -> None:
-    """A native worker's thread: pinned (`pin_worker`), then the native loop."""
-    loop(control, thread, *pin_worker(thread))
+    """A native worker's thread: pinned (`pin_worker`), its thread id in the workers block
+    if so (the caller may move it, pool_rescue.py), then the native loop."""
+    home, away = pin_worker(thread)
+    words = ctypes.c_int64 * CONTROL_WORDS
+    ctl = words.from_address(control)
+    if home != away and thread < ctl[rescue.WORKER_SLOTS]:
+        line = ctl[rescue.WORKERS_AT] + 8 * rescue.WORKER_LINE * thread
+        ctypes.c_int64.from_address(line + 8 * rescue.TID).value = threading.get_native_id()
+    loop(control, thread, home, away)
 
 
 class NativePool:
@@ -437,6 +498,13 @@ class NativePool:
             return 0
         return ctypes.c_int64.from_address(self._control_address + 8 * CONTENDED_UNTIL).value
 
+    def rescues(self) -> int:
+        """How many times a caller moved a worker that was off its CPU inside a part onto
+        its own (pool_rescue.py)."""
+        if not self._control_address:
+            return 0
+        return ctypes.c_int64.from_address(self._control_address + 8 * rescue.RESCUES).value
+
     def close(self) -> None:
         """Stop this process's workers (they leave their loop, then their threads end)."""
         with self._start_lock:
@@ -459,6 +527,10 @@ class NativePool:
         with self._start_lock:
             if self._pid != os.getpid():   # first use, or a forked child: no workers yet
                 control = _never_freed((ctypes.c_int64 * CONTROL_WORDS)())
+                slots = max(count + 1, os.cpu_count() or 1, WORKER_SLOTS)
+                workers = _never_freed((ctypes.c_int64 * (rescue.WORKER_LINE * slots))())
+                control[rescue.WORKERS_AT] = ctypes.addressof(workers)
+                control[rescue.WORKER_SLOTS] = slots
                 self._control_address = ctypes.addressof(control)
                 self._workers, self._pid = [], os.getpid()
             worker_loop = _functions()[0]
