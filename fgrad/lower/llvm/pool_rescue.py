@@ -7,17 +7,19 @@ and the worker's side of it (`enter_part`, `leave_part`).
 
 Why: beside a busy process, a worker shares its CPU with it, and when the scheduler takes
 the worker off inside a part (holding a claimed chunk or row block) the caller, done with
-everything else, spun until the worker got its CPU back, a time slice later (1-5 ms; the
-W5 step beside a spinning process: the worker preempted ~190 times a second, the caller's
-CPU busy 97% of the time but the step 1.7x its quiet time), though its CPU was the idle one. So the caller, once it has waited `RESCUE_AFTER_CYCLES`, reads each inside
-worker's CPU clock every few microseconds (the kernel answers for another thread of the
-process: `clock_gettime` on the thread's CPU-time clock id); a worker whose clock stood
-still between two readings in one part is not running. The caller moves it onto its own CPU (`sched_setaffinity` on the worker's thread id: a queued task moves at
-once) and sleeps on `CALLER_ASLEEP` until the last worker leaves (a futex wait with a
-timeout: a lost wake costs at most `SLEEP_NS`). The worker, once out of the part, wakes
-the caller and re-pins itself to its own CPU. Only pinned workers are moved (their thread
-id is in the block); a worker whose clock moves is left alone, so a quiet machine, whose
-workers are never off their CPU for long, does not pay for it.
+everything else, spun until the worker got its CPU back, a time slice later (1-5 ms; the W5
+step beside a spinning process: the worker preempted ~190 times a second, the caller's CPU
+busy 97% of the time but the step 1.7x its quiet time), though its CPU was the idle one. So
+the caller, once it has waited `RESCUE_AFTER_CYCLES`, reads each inside worker's CPU clock
+every few microseconds (the kernel answers for another thread of the process:
+`clock_gettime` on the thread's CPU-time clock id); a worker whose clock stood still
+between two readings in one part is not running. The caller moves it onto its own CPU
+(`sched_setaffinity` on the worker's thread id: a queued task moves at once) and sleeps on
+`CALLER_ASLEEP` until the last worker leaves (a futex wait with a timeout: a lost wake
+costs at most `SLEEP_NS`). The worker, once out of the part, wakes the caller and re-pins
+itself to its own CPU. Only pinned workers are moved (their thread id is in the block); a
+worker whose clock moves is left alone, so a quiet machine, whose workers are never off
+their CPU for long, does not pay for it.
 """
 from __future__ import annotations
 
