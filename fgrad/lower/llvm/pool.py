@@ -276,11 +276,12 @@ class _Builder:
 
     def _yield_or_rescue(self, b: ir.IRBuilder, ctl: ir.Value, closed_at: ir.Value,
                          timeout: ir.Value) -> None:
-        """Emit (the caller, waiting for workers to leave): once it has waited
-        RESCUE_AFTER_CYCLES, move workers taken off their CPUs onto this one and sleep
-        until they leave (pool_rescue.py); else yield the CPU."""
+        """Emit (the caller, waiting for workers to leave): once it has waited RESCUE_AFTER
+        ticks (a control word, rescue.RESCUE_AFTER_CYCLES), move workers taken off their
+        CPUs onto this one and sleep until they leave (pool_rescue.py); else yield."""
         waited = b.sub(b.call(self.clock, []), closed_at)
-        with b.if_else(b.icmp_unsigned(">", waited, _c(rescue.RESCUE_AFTER_CYCLES))) as (
+        after = b.load_atomic(self._slot(b, ctl, rescue.RESCUE_AFTER), "monotonic", 8)
+        with b.if_else(b.icmp_unsigned(">", waited, after)) as (
                 late, early):
             with late:
                 count = b.call(self.module.get_global("fgrad_pool_rescue"), [ctl])
@@ -531,6 +532,7 @@ class NativePool:
                 workers = _never_freed((ctypes.c_int64 * (rescue.WORKER_LINE * slots))())
                 control[rescue.WORKERS_AT] = ctypes.addressof(workers)
                 control[rescue.WORKER_SLOTS] = slots
+                control[rescue.RESCUE_AFTER] = rescue.RESCUE_AFTER_CYCLES
                 self._control_address = ctypes.addressof(control)
                 self._workers, self._pid = [], os.getpid()
             worker_loop = _functions()[0]

@@ -31,7 +31,8 @@ if TYPE_CHECKING:   # pool.py imports this module
     from fgrad.lower.llvm.pool import _Builder
 
 I64 = ir.IntType(64)
-WORKERS_AT, WORKER_SLOTS, CALLER_ASLEEP, RESCUES = 25, 26, 27, 28   # control block, line 3
+# control block words (line 3)
+WORKERS_AT, WORKER_SLOTS, CALLER_ASLEEP, RESCUES, RESCUE_AFTER = 25, 26, 27, 28, 29
 WORKER_LINE = 8   # i64 per worker thread in the workers block
 TID, IN_PART, MOVED, CLOCK, CLOCK_PART = range(5)   # a worker's line (CLOCK*: the caller's)
 RESCUE_AFTER_CYCLES = 130_000   # the caller waits ~50 us for workers before it looks
