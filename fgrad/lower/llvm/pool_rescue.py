@@ -83,7 +83,9 @@ def leave_part(p: "_Builder", b: ir.IRBuilder, ctl: ir.Value, line: ir.Value,
     with b.if_then(b.icmp_signed("!=", b.load_atomic(moved, "acquire", 8), _c(0)),
                    likely=False):
         b.store_atomic(_c(0), moved, "release", 8)
-        p.pin_to(b, _c(0), b.load(pinned), mask)
+        home = b.load(pinned)
+        with b.if_then(b.icmp_signed(">=", home, _c(0))):
+            p.pin_to(b, _c(0), home, mask)
 
 
 def mark_out(b: ir.IRBuilder, line: ir.Value) -> None:
@@ -94,7 +96,8 @@ def mark_out(b: ir.IRBuilder, line: ir.Value) -> None:
 def rescue_function(p: "_Builder") -> ir.Function:
     """Define `i64 fgrad_pool_rescue(i64* ctl)` (module docstring): read the CPU clock of
     every worker inside the part and not moved yet; move each whose clock has not moved
-    since the previous call for this part onto this thread's CPU; return how many moved."""
+    since the previous call for this part onto this thread's CPU (none where that CPU is
+    past the affinity mask's room); return how many moved."""
     fn = ir.Function(p.module, ir.FunctionType(I64, [I64.as_pointer()]),
                      name="fgrad_pool_rescue")
     (ctl,) = fn.args
@@ -104,7 +107,10 @@ def rescue_function(p: "_Builder") -> ir.Function:
     moved = b.alloca(I64, name="moved")
     b.store(_c(0), moved)
     part = b.zext(b.load_atomic(p._generation(b, ctl), "acquire", 4), I64)
-    threads = b.load_atomic(p._slot(b, ctl, p.THREADS), "acquire", 8)
+    here = b.sext(b.call(p.getcpu, []), I64)
+    known = b.and_(b.icmp_signed(">=", here, _c(0)),
+                   b.icmp_signed("<", here, _c(64 * p.MASK_WORDS)))
+    threads = b.select(known, b.load_atomic(p._slot(b, ctl, p.THREADS), "acquire", 8), _c(0))
 
     def one(t: ir.Value) -> None:
         line = worker_line(p, b, ctl, t)
@@ -121,7 +127,7 @@ def rescue_function(p: "_Builder") -> ir.Function:
                 with stood:
                     b.store_atomic(_c(1), b.gep(line, [_c(MOVED)], inbounds=True),
                                    "seq_cst", 8)
-                    p.pin_to(b, tid, b.sext(b.call(p.getcpu, []), I64), mask)
+                    p.pin_to(b, tid, here, mask)
                     b.store(b.add(b.load(moved), _c(1)), moved)
                 with ran:
                     b.store(now, seen)
