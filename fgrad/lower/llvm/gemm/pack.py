@@ -144,8 +144,11 @@ class _Pack:
         def group(g: ir.Value) -> None:   # SLIVER_GROUP slivers, all their steps
             slivers = [at(b.add(b.mul(g, c64(SLIVER_GROUP)), c64(j)))
                        for j in range(SLIVER_GROUP)]
-            loop(b, c64(0), kc, 1, lambda p: [self._step_vector(b, out, read, start, p)
-                                              for start, out in slivers], "pg")
+
+            def steps(p: ir.Value) -> None:
+                for start, out in slivers:
+                    self._step_vector(b, out, read, start, p)
+            loop(b, c64(0), kc, 1, steps, "pg")
         loop(b, c64(0), groups, 1, group, "pw")
 
         def alone(t: ir.Value) -> None:   # the whole slivers after the groups
