@@ -72,11 +72,13 @@ def enter_part(b: ir.IRBuilder, line: ir.Value) -> None:
 
 def leave_part(p: "_Builder", b: ir.IRBuilder, ctl: ir.Value, line: ir.Value,
                pinned: ir.Value, mask: ir.Value) -> None:
-    """Emit (a worker, after it left INSIDE): wake a sleeping caller; if the caller moved
-    this worker, pin it back to the CPU in `pinned`."""
+    """Emit (a worker, after it left INSIDE): wake a sleeping caller (the futex word
+    cleared first: a caller between its look at INSIDE and its wait then does not sleep);
+    if the caller moved this worker, pin it back to the CPU in `pinned`."""
     asleep = p._slot(b, ctl, CALLER_ASLEEP)
     with b.if_then(b.icmp_signed("!=", b.load_atomic(asleep, "seq_cst", 8), _c(0)),
                    likely=False):
+        b.store_atomic(_c(0), asleep, "seq_cst", 8)
         b.call(p.futex, [_c(p.SYS_FUTEX), b.ptrtoint(asleep, I64),
                          _c(p.FUTEX_WAKE_PRIVATE), _c(1)])
     moved = b.gep(line, [_c(MOVED)], inbounds=True)
