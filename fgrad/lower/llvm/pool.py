@@ -53,7 +53,7 @@ import os
 import sys
 import threading
 import weakref
-from typing import Any, Callable
+from typing import Any
 
 import llvmlite.binding as llvm
 from llvmlite import ir
@@ -110,22 +110,6 @@ class _Builder:
     @staticmethod
     def _slot(b: ir.IRBuilder, ctl: ir.Value, i: int) -> ir.Value:
         return b.gep(ctl, [_c(i)], inbounds=True)
-
-    def loop(self, b: ir.IRBuilder, start: ir.Value, stop: ir.Value,
-             body: Callable[[ir.Value], None], name: str) -> None:
-        """Emit `for i in range(start, stop): body(i)`."""
-        before, head = b.block, b.function.append_basic_block(f"{name}.head")
-        step, done = (b.function.append_basic_block(f"{name}.{s}") for s in ("body", "end"))
-        b.branch(head)
-        b.position_at_end(head)
-        i = b.phi(I64, name=name)
-        i.add_incoming(start, before)
-        b.cbranch(b.icmp_signed("<", i, stop), step, done)
-        b.position_at_end(step)
-        body(i)
-        i.add_incoming(b.add(i, _c(1)), b.block)
-        b.branch(head)
-        b.position_at_end(done)
 
     def pin_to(self, b: ir.IRBuilder, tid: ir.Value, cpu: ir.Value, mask: ir.Value) -> None:
         """Emit: restrict thread `tid` (0: this one) to CPU `cpu` (`mask`: room for the

@@ -134,7 +134,8 @@ def rescue_function(p: "_Builder") -> ir.Function:
                 with ran:
                     b.store(now, seen)
                     b.store(part, seen_part)
-    p.loop(b, _c(1), threads, one, "rescue")
+    from fgrad.lower.llvm.gemm.native import _loop   # the GEMM's loop emitter
+    _loop(b, _c(1), threads, 1, one, "rescue")
     count = b.load(moved)
     b.atomic_rmw("add", p._slot(b, ctl, RESCUES), count, "monotonic")
     b.ret(count)
